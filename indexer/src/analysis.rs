@@ -1,0 +1,463 @@
+//! How field values become index terms, and how a lookup value becomes a query.
+//!
+//! Index time and query time share this module so that they can never disagree, and so that the
+//! query service can re-check a fetched row against the lookup with exactly the same rules
+//! ([`Condition::matches`]).
+//!
+//! Every indexed field is a tantivy `raw` (untokenised) field: hbidx produces the terms itself.
+//! - phone: the normalised number (exact), and every suffix of length `phone_suffix_min..` in a
+//!   `__tail` field, which is what "the last 4 digits" lookups hit.
+//! - idcard, keyword: the normalised value (exact).
+//! - name: the normalised name (exact); every prefix up to [`MAX_PREFIX_CHARS`] chars in
+//!   `__prefix`; character 1-grams and 2-grams in `__gram` (CJK partial match: a query of n ≥ 2
+//!   chars must contain all of its bigrams, and the fetched row is re-checked for the real
+//!   substring); full pinyin and pinyin initials in `__py` (`zhangsan` and `zs` find 张三).
+
+use hbidx_schema::config::FieldKind;
+use hbidx_schema::normalize;
+use pinyin::{ToPinyin, ToPinyinMulti};
+
+/// Name prefixes are indexed up to this many characters; longer prefix queries use the first
+/// `MAX_PREFIX_CHARS` for the term lookup and the re-check does the rest.
+pub const MAX_PREFIX_CHARS: usize = 12;
+
+/// A name yields at most this many pinyin spellings (heteronym combinations). It bounds index
+/// growth for names full of polyphonic characters.
+const MAX_PINYIN_VARIANTS: usize = 8;
+
+/// Surnames whose reading differs from the character's most common reading, plus compound
+/// surnames. The pinyin crate gives the most frequent reading of a character (曾 → ceng), which
+/// is the known complaint about ES pinyin plugins; as the first character of a name these are
+/// surnames and read this way.
+const SURNAME_READINGS: &[(&str, &str)] = &[
+    ("欧阳", "ouyang"),
+    ("司马", "sima"),
+    ("诸葛", "zhuge"),
+    ("上官", "shangguan"),
+    ("尉迟", "yuchi"),
+    ("万俟", "moqi"),
+    ("长孙", "zhangsun"),
+    ("单于", "chanyu"),
+    ("令狐", "linghu"),
+    ("皇甫", "huangfu"),
+    ("澹台", "tantai"),
+    ("公孙", "gongsun"),
+    ("夏侯", "xiahou"),
+    ("东方", "dongfang"),
+    ("慕容", "murong"),
+    ("曾", "zeng"),
+    ("单", "shan"),
+    ("仇", "qiu"),
+    ("解", "xie"),
+    ("区", "ou"),
+    ("朴", "piao"),
+    ("查", "zha"),
+    ("翟", "zhai"),
+    ("乐", "yue"),
+    ("盖", "ge"),
+    ("缪", "miao"),
+    ("秘", "bi"),
+    ("覃", "qin"),
+    ("尉", "yu"),
+    ("那", "na"),
+    ("任", "ren"),
+    ("员", "yun"),
+    ("句", "gou"),
+    ("种", "chong"),
+    ("召", "shao"),
+    ("折", "she"),
+    ("繁", "po"),
+    ("纪", "ji"),
+    ("燕", "yan"),
+    ("都", "du"),
+    ("宁", "ning"),
+    ("沈", "shen"),
+    ("重", "chong"),
+    ("薄", "bo"),
+    ("蕃", "pi"),
+    ("黑", "he"),
+    ("车", "che"),
+    ("贾", "jia"),
+    ("柏", "bai"),
+    ("华", "hua"),
+    ("曲", "qu"),
+    ("长", "chang"),
+    ("过", "guo"),
+    ("隗", "wei"),
+    ("阚", "kan"),
+];
+
+/// The terms a field value contributes to the index, per sub-field suffix ("" = the exact field).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FieldTerms {
+    pub exact: String,
+    pub tail: Vec<String>,
+    pub prefix: Vec<String>,
+    pub gram: Vec<String>,
+    pub pinyin: Vec<String>,
+}
+
+/// Normalises `raw` for `kind` and produces its index terms.
+pub fn field_terms(
+    kind: FieldKind,
+    raw: &str,
+    phone_suffix_min: usize,
+) -> Result<FieldTerms, normalize::NormalizeError> {
+    let exact = kind.normalize(raw)?;
+    let mut terms = FieldTerms::default();
+    match kind {
+        FieldKind::Phone => {
+            let digits: Vec<char> = exact.chars().filter(|c| c.is_ascii_digit()).collect();
+            for len in phone_suffix_min..=digits.len() {
+                terms
+                    .tail
+                    .push(digits[digits.len() - len..].iter().collect());
+            }
+        }
+        FieldKind::Name => {
+            let chars: Vec<char> = exact.chars().collect();
+            for len in 1..=chars.len().min(MAX_PREFIX_CHARS) {
+                terms.prefix.push(chars[..len].iter().collect());
+            }
+            terms.gram = grams(&exact);
+            terms.pinyin = pinyin_spellings(&exact);
+        }
+        FieldKind::Idcard | FieldKind::Keyword => {}
+    }
+    terms.exact = exact;
+    Ok(terms)
+}
+
+/// 1-grams and 2-grams over the characters of each whitespace-separated word.
+fn grams(normalized: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in normalized.split(' ') {
+        let chars: Vec<char> = word.chars().collect();
+        for (i, c) in chars.iter().enumerate() {
+            out.push(c.to_string());
+            if let Some(next) = chars.get(i + 1) {
+                out.push([*c, *next].iter().collect());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The bigrams a partial query must all hit (or its only character).
+fn query_grams(normalized: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in normalized.split(' ') {
+        let chars: Vec<char> = word.chars().collect();
+        if chars.len() == 1 {
+            out.push(word.to_string());
+        }
+        for pair in chars.windows(2) {
+            out.push(pair.iter().collect());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn is_cjk(c: char) -> bool {
+    c.to_pinyin().is_some()
+}
+
+/// Pinyin spellings of a name: for each heteronym combination (capped), the full spelling
+/// (`zhangsan`) and the initials (`zs`). Names with no Chinese characters yield nothing. Known
+/// surnames at the start of the name use their surname reading only.
+pub fn pinyin_spellings(normalized: &str) -> Vec<String> {
+    if !normalized.chars().any(is_cjk) {
+        return Vec::new();
+    }
+    // Each position: the candidate readings of one character or compound surname.
+    let mut positions: Vec<Vec<String>> = Vec::new();
+    let mut rest = normalized;
+    if let Some((surname, reading)) = SURNAME_READINGS
+        .iter()
+        .find(|(surname, _)| normalized.starts_with(surname))
+    {
+        positions.push(vec![(*reading).to_string()]);
+        rest = &normalized[surname.len()..];
+    }
+    for c in rest.chars() {
+        if c == ' ' {
+            continue;
+        }
+        let mut readings: Vec<String> = Vec::new();
+        if let Some(multi) = c.to_pinyin_multi() {
+            for reading in multi {
+                let plain = reading.plain().to_string();
+                if !readings.contains(&plain) {
+                    readings.push(plain);
+                }
+            }
+        }
+        if readings.is_empty() {
+            // Latin letters or digits mixed into a Chinese name: keep them as they are.
+            readings.push(c.to_lowercase().collect());
+        }
+        positions.push(readings);
+    }
+    let mut combos: Vec<Vec<&str>> = vec![Vec::new()];
+    for readings in &positions {
+        let mut next = Vec::new();
+        for combo in &combos {
+            for reading in readings {
+                if next.len() >= MAX_PINYIN_VARIANTS {
+                    break;
+                }
+                let mut extended = combo.clone();
+                extended.push(reading.as_str());
+                next.push(extended);
+            }
+        }
+        combos = next;
+    }
+    let mut out = Vec::new();
+    for combo in combos {
+        out.push(combo.concat());
+        out.push(combo.iter().filter_map(|s| s.get(..1)).collect::<String>());
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// How a name lookup matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchMode {
+    Exact,
+    Prefix,
+    Partial,
+    Pinyin,
+}
+
+impl MatchMode {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "exact" => Some(Self::Exact),
+            "prefix" => Some(Self::Prefix),
+            "partial" => Some(Self::Partial),
+            "pinyin" => Some(Self::Pinyin),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exact => "exact",
+            Self::Prefix => "prefix",
+            Self::Partial => "partial",
+            Self::Pinyin => "pinyin",
+        }
+    }
+}
+
+/// What a condition asks of one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConditionOp {
+    /// The normalised value equals this.
+    Exact(String),
+    /// The phone number ends with these digits.
+    Suffix(String),
+    /// The normalised name starts with this.
+    Prefix(String),
+    /// The normalised name contains this.
+    Partial(String),
+    /// One of the name's pinyin spellings (full or initials) equals this.
+    Pinyin(String),
+}
+
+/// One validated lookup condition on one indexed field. Several conditions combine as AND.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// The indexed field's name in the table config.
+    pub field: String,
+    pub kind: FieldKind,
+    pub op: ConditionOp,
+}
+
+/// The sub-field a condition is looked up in, and the terms that must all be present.
+pub struct ConditionTerms {
+    pub subfield_suffix: &'static str,
+    pub terms: Vec<String>,
+}
+
+impl Condition {
+    /// Validates and normalises a lookup value. `param` is the query parameter name used in
+    /// errors, so a bad request names exactly what the caller sent.
+    pub fn build(
+        param: &str,
+        field: &hbidx_schema::config::IndexedField,
+        mode: MatchMode,
+        suffix: bool,
+        raw: &str,
+    ) -> Result<Self, crate::IndexerError> {
+        let invalid = |reason: String| crate::IndexerError::InvalidCondition {
+            field: param.to_string(),
+            reason,
+        };
+        let op = if suffix {
+            if field.kind != FieldKind::Phone {
+                return Err(invalid("suffix lookups are only for phone fields".into()));
+            }
+            let digits = raw.trim();
+            if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                return Err(invalid("a phone suffix must be digits only".into()));
+            }
+            if digits.len() < field.phone_suffix_min {
+                return Err(invalid(format!(
+                    "a phone suffix needs at least {} digits, got {}",
+                    field.phone_suffix_min,
+                    digits.len()
+                )));
+            }
+            ConditionOp::Suffix(digits.to_string())
+        } else {
+            match (field.kind, mode) {
+                (_, MatchMode::Exact) => ConditionOp::Exact(
+                    field
+                        .kind
+                        .normalize(raw)
+                        .map_err(|err| invalid(err.to_string()))?,
+                ),
+                (FieldKind::Name, MatchMode::Prefix) => ConditionOp::Prefix(
+                    normalize::normalize_name(raw).map_err(|err| invalid(err.to_string()))?,
+                ),
+                (FieldKind::Name, MatchMode::Partial) => ConditionOp::Partial(
+                    normalize::normalize_name(raw).map_err(|err| invalid(err.to_string()))?,
+                ),
+                (FieldKind::Name, MatchMode::Pinyin) => {
+                    let spelled: String = raw
+                        .chars()
+                        .filter(|c| !c.is_whitespace() && *c != '\'')
+                        .flat_map(char::to_lowercase)
+                        .collect();
+                    if spelled.is_empty() || !spelled.chars().all(|c| c.is_ascii_lowercase()) {
+                        return Err(invalid(
+                            "a pinyin lookup takes latin letters only, e.g. zhangsan or zs".into(),
+                        ));
+                    }
+                    ConditionOp::Pinyin(spelled)
+                }
+                (kind, mode) => {
+                    return Err(invalid(format!(
+                        "match={} is not supported for {} fields (only exact)",
+                        mode.as_str(),
+                        kind.as_str()
+                    )));
+                }
+            }
+        };
+        Ok(Self {
+            field: field.name.clone(),
+            kind: field.kind,
+            op,
+        })
+    }
+
+    /// The index terms that must all be present for a document to be a candidate.
+    pub fn terms(&self) -> ConditionTerms {
+        match &self.op {
+            ConditionOp::Exact(value) => ConditionTerms {
+                subfield_suffix: "",
+                terms: vec![value.clone()],
+            },
+            ConditionOp::Suffix(digits) => ConditionTerms {
+                subfield_suffix: TAIL,
+                terms: vec![digits.clone()],
+            },
+            ConditionOp::Prefix(prefix) => ConditionTerms {
+                subfield_suffix: PREFIX,
+                terms: vec![prefix.chars().take(MAX_PREFIX_CHARS).collect()],
+            },
+            ConditionOp::Partial(part) => ConditionTerms {
+                subfield_suffix: GRAM,
+                terms: query_grams(part),
+            },
+            ConditionOp::Pinyin(spelled) => ConditionTerms {
+                subfield_suffix: PINYIN,
+                terms: vec![spelled.clone()],
+            },
+        }
+    }
+
+    /// Whether a row's current raw value satisfies this condition. The query service calls it on
+    /// every fetched row, so an index entry that has gone stale never reaches the caller.
+    pub fn matches(&self, raw: &str) -> bool {
+        let Ok(normalized) = self.kind.normalize(raw) else {
+            return false;
+        };
+        match &self.op {
+            ConditionOp::Exact(value) => normalized == *value,
+            ConditionOp::Suffix(digits) => normalized.ends_with(digits.as_str()),
+            ConditionOp::Prefix(prefix) => normalized.starts_with(prefix.as_str()),
+            ConditionOp::Partial(part) => normalized.contains(part.as_str()),
+            ConditionOp::Pinyin(spelled) => pinyin_spellings(&normalized).contains(spelled),
+        }
+    }
+}
+
+/// Sub-field name suffixes. Field names in the config are `[a-z][a-z0-9_]*`, and these use a
+/// double underscore so they can't collide with a configured field.
+pub const TAIL: &str = "__tail";
+pub const PREFIX: &str = "__prefix";
+pub const GRAM: &str = "__gram";
+pub const PINYIN: &str = "__py";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinyin_full_and_initials() {
+        let spellings = pinyin_spellings("张三");
+        assert!(spellings.contains(&"zhangsan".to_string()), "{spellings:?}");
+        assert!(spellings.contains(&"zs".to_string()), "{spellings:?}");
+    }
+
+    #[test]
+    fn polyphonic_surnames_use_surname_reading() {
+        for (name, full, wrong) in [
+            ("曾小贤", "zengxiaoxian", "cengxiaoxian"),
+            ("单田芳", "shantianfang", "dantianfang"),
+            ("仇英", "qiuying", "chouying"),
+            ("解缙", "xiejin", "jiejin"),
+            ("区志", "ouzhi", "quzhi"),
+        ] {
+            let spellings = pinyin_spellings(name);
+            assert!(spellings.contains(&full.to_string()), "{name}: {spellings:?}");
+            assert!(!spellings.contains(&wrong.to_string()), "{name}: {spellings:?}");
+        }
+        let compound = pinyin_spellings("欧阳修");
+        assert!(compound.contains(&"ouyangxiu".to_string()), "{compound:?}");
+        assert!(compound.contains(&"oyx".to_string()), "{compound:?}");
+    }
+
+    #[test]
+    fn latin_names_have_no_pinyin() {
+        assert!(pinyin_spellings("john smith").is_empty());
+    }
+
+    #[test]
+    fn phone_tail_terms() {
+        let terms = field_terms(FieldKind::Phone, "138-0013-8000", 4).unwrap();
+        assert_eq!(terms.exact, "13800138000");
+        assert!(terms.tail.contains(&"8000".to_string()));
+        assert!(terms.tail.contains(&"13800138000".to_string()));
+        assert!(!terms.tail.contains(&"000".to_string()));
+    }
+
+    #[test]
+    fn partial_grams_cover_substrings() {
+        let terms = field_terms(FieldKind::Name, "张三丰", 4).unwrap();
+        for gram in query_grams("三丰") {
+            assert!(terms.gram.contains(&gram));
+        }
+        assert_eq!(terms.prefix, vec!["张", "张三", "张三丰"]);
+    }
+}

@@ -1,0 +1,75 @@
+//! Source checkpoints, stored in the tantivy commit payload.
+//!
+//! A checkpoint maps `"{source}/{partition}"` to the offset of the last event whose effect is in
+//! the index. It is written with `PreparedCommit::set_payload` in the same commit as the documents
+//! it covers, so after a crash the index and its position can never disagree: the indexer resumes
+//! at `offset + 1` and nothing is lost or applied twice. Other stores of the position (Kafka
+//! committed offsets, the change feed's trim point) are hints derived from this one.
+//!
+//! Keys are per partition rather than a single number so that a Kafka topic with many partitions,
+//! and later a partition-sharded index, fit without a format change.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{IndexerError, Result};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// `"{source}/{partition}"` → offset of the last applied event.
+    pub positions: BTreeMap<String, i64>,
+}
+
+impl Checkpoint {
+    pub fn key(source: &str, partition: i32) -> String {
+        format!("{source}/{partition}")
+    }
+
+    /// Offset of the last applied event of a partition, if any was ever applied.
+    pub fn position(&self, source: &str, partition: i32) -> Option<i64> {
+        self.positions.get(&Self::key(source, partition)).copied()
+    }
+
+    pub fn advance(&mut self, source: &str, partition: i32, offset: i64) {
+        let entry = self
+            .positions
+            .entry(Self::key(source, partition))
+            .or_insert(offset);
+        if offset > *entry {
+            *entry = offset;
+        }
+    }
+
+    pub fn to_payload(&self) -> String {
+        // A BTreeMap<String, i64> always serialises.
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+
+    pub fn from_payload(payload: Option<&str>) -> Result<Self> {
+        match payload {
+            None => Ok(Self::default()),
+            Some(text) if text.trim().is_empty() => Ok(Self::default()),
+            Some(text) => serde_json::from_str(text)
+                .map_err(|err| IndexerError::BadCheckpoint(err.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_round_trip_and_monotonic_advance() {
+        let mut checkpoint = Checkpoint::default();
+        checkpoint.advance("changefeed", 0, 10);
+        checkpoint.advance("changefeed", 0, 7);
+        checkpoint.advance("kafka:user-events", 3, 99);
+        assert_eq!(checkpoint.position("changefeed", 0), Some(10));
+        let back = Checkpoint::from_payload(Some(&checkpoint.to_payload())).unwrap();
+        assert_eq!(back, checkpoint);
+        assert_eq!(Checkpoint::from_payload(None).unwrap(), Checkpoint::default());
+        assert!(Checkpoint::from_payload(Some("not json")).is_err());
+    }
+}

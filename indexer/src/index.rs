@@ -1,0 +1,510 @@
+//! One tantivy index per table: the writer side ([`TableIndexWriter`], owned by the table's
+//! indexer thread) and the read side ([`TableSearcher`], cheap to clone, used by the query
+//! service).
+//!
+//! Document layout (see ARCHITECTURE.md):
+//! - `_rk`: the rowkey as lowercase hex. Raw-indexed (upserts delete by this term), stored, and a
+//!   fast field. Hex preserves byte order, so sorting on it is HBase's rowkey order.
+//! - `_key`: the natural key, stored, when the codec can rebuild it from the rowkey.
+//! - `_state`: the row's [`RowState`], stored (see `state.rs` for why).
+//! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
+//!   (`__tail`, `__prefix`, `__gram`, `__py`) built by `analysis.rs`.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use hbidx_schema::config::{FieldKind, TableConfig};
+use hbidx_schema::model::{CellOp, Mutation};
+use tantivy::collector::TopDocs;
+use tantivy::directory::MmapDirectory;
+use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
+use tantivy::schema::{
+    Field, FAST, IndexRecordOption, STORED, STRING, Schema, Value,
+};
+use tantivy::{
+    DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
+};
+
+use crate::analysis::{self, Condition, GRAM, PINYIN, PREFIX, TAIL};
+use crate::checkpoint::Checkpoint;
+use crate::error::{IndexerError, Result};
+use crate::state::RowState;
+
+/// The tantivy fields of one indexed field.
+#[derive(Debug, Clone)]
+struct FieldHandles {
+    column: String,
+    kind: FieldKind,
+    phone_suffix_min: usize,
+    exact: Field,
+    tail: Option<Field>,
+    prefix: Option<Field>,
+    gram: Option<Field>,
+    pinyin: Option<Field>,
+}
+
+#[derive(Debug)]
+struct Fields {
+    rowkey: Field,
+    key: Field,
+    state: Field,
+    by_name: HashMap<String, FieldHandles>,
+}
+
+fn build_schema(table: &TableConfig) -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let rowkey = builder.add_text_field("_rk", STRING | STORED | FAST);
+    let key = builder.add_text_field("_key", STORED);
+    let state = builder.add_bytes_field("_state", STORED);
+    let mut by_name = HashMap::new();
+    for field in &table.fields {
+        let name = &field.name;
+        let exact = builder.add_text_field(name, STRING);
+        let mut sub = |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), STRING));
+        let (tail, prefix, gram, pinyin) = match field.kind {
+            FieldKind::Phone => (sub(TAIL), None, None, None),
+            FieldKind::Name => (None, sub(PREFIX), sub(GRAM), sub(PINYIN)),
+            FieldKind::Idcard | FieldKind::Keyword => (None, None, None, None),
+        };
+        by_name.insert(
+            name.clone(),
+            FieldHandles {
+                column: field.column.clone(),
+                kind: field.kind,
+                phone_suffix_min: field.phone_suffix_min,
+                exact,
+                tail,
+                prefix,
+                gram,
+                pinyin,
+            },
+        );
+    }
+    (
+        builder.build(),
+        Fields {
+            rowkey,
+            key,
+            state,
+            by_name,
+        },
+    )
+}
+
+/// Opens (or creates) the index of `table` under `dir`. The returned searcher and writer share
+/// one `Index`. Only one process may hold the writer of a directory (tantivy takes a lock).
+pub fn open_table_index(
+    dir: &Path,
+    table: Arc<TableConfig>,
+    options: &WriterOptions,
+) -> Result<(TableIndexWriter, TableSearcher)> {
+    std::fs::create_dir_all(dir).map_err(|err| IndexerError::Directory {
+        path: dir.display().to_string(),
+        reason: err.to_string(),
+    })?;
+    let (schema, fields) = build_schema(&table);
+    let directory = MmapDirectory::open(dir).map_err(|err| IndexerError::Directory {
+        path: dir.display().to_string(),
+        reason: err.to_string(),
+    })?;
+    let index = Index::open_or_create(directory, schema.clone())?;
+    if index.schema() != schema {
+        return Err(IndexerError::Directory {
+            path: dir.display().to_string(),
+            reason: "the index was built for a different field config; rebuild it (hbidx reindex)"
+                .into(),
+        });
+    }
+    let checkpoint = Checkpoint::from_payload(index.load_metas()?.payload.as_deref())?;
+    let writer: IndexWriter<TantivyDocument> =
+        index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    let fields = Arc::new(fields);
+    let searcher = TableSearcher {
+        table: table.clone(),
+        reader,
+        fields: fields.clone(),
+    };
+    let writer = TableIndexWriter {
+        table,
+        writer,
+        fields,
+        searcher: searcher.clone(),
+        overlay: HashMap::new(),
+        committed: checkpoint.clone(),
+        checkpoint,
+        uncommitted_ops: 0,
+        invalid_values: 0,
+    };
+    Ok((writer, searcher))
+}
+
+/// Tuning of the tantivy writer.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    pub threads: usize,
+    pub memory_budget_bytes: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            threads: 2,
+            memory_budget_bytes: 256 << 20,
+        }
+    }
+}
+
+/// The writer side of a table index. Not `Sync`: one indexer thread owns it.
+pub struct TableIndexWriter {
+    table: Arc<TableConfig>,
+    writer: IndexWriter<TantivyDocument>,
+    fields: Arc<Fields>,
+    searcher: TableSearcher,
+    /// Row states changed since the last commit. The committed index can't see them yet, so
+    /// they must be read from here.
+    overlay: HashMap<Vec<u8>, RowState>,
+    checkpoint: Checkpoint,
+    /// The checkpoint of the last successful commit, for rollback.
+    committed: Checkpoint,
+    uncommitted_ops: usize,
+    invalid_values: u64,
+}
+
+/// What applying one event did, for counters and reports.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ApplyOutcome {
+    pub changed: bool,
+    /// Values that failed normalisation (e.g. a malformed phone); the row is still indexed on
+    /// its valid fields.
+    pub invalid_values: u32,
+}
+
+impl TableIndexWriter {
+    /// The checkpoint of the last commit plus everything applied since.
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    pub fn table(&self) -> &Arc<TableConfig> {
+        &self.table
+    }
+
+    pub fn uncommitted_ops(&self) -> usize {
+        self.uncommitted_ops
+    }
+
+    pub fn invalid_values(&self) -> u64 {
+        self.invalid_values
+    }
+
+    /// Applies one mutation and records `(source, partition, offset)` as applied.
+    pub fn apply(
+        &mut self,
+        mutation: &Mutation,
+        source: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<ApplyOutcome> {
+        let outcome = self.apply_ops(&mutation.rowkey, &mutation.ops)?;
+        self.checkpoint.advance(source, partition, offset);
+        Ok(outcome)
+    }
+
+    fn apply_ops(&mut self, rowkey: &[u8], ops: &[CellOp]) -> Result<ApplyOutcome> {
+        let mut state = match self.overlay.remove(rowkey) {
+            Some(state) => state,
+            None => self.searcher.committed_state(rowkey)?.unwrap_or_default(),
+        };
+        let fields = self.fields.clone();
+        let is_indexed = |column: &str| fields.by_name.values().any(|f| f.column == column);
+        let mut changed = false;
+        for op in ops {
+            changed |= state.apply(op, is_indexed);
+        }
+        let mut outcome = ApplyOutcome {
+            changed,
+            invalid_values: 0,
+        };
+        if changed {
+            let rowkey_hex = hex::encode(rowkey);
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.rowkey, &rowkey_hex));
+            if !state.is_empty() {
+                let (doc, invalid) = self.build_doc(rowkey, &rowkey_hex, &state);
+                outcome.invalid_values = invalid;
+                self.invalid_values += u64::from(invalid);
+                self.writer.add_document(doc)?;
+            }
+            self.uncommitted_ops += 1;
+        }
+        self.overlay.insert(rowkey.to_vec(), state);
+        Ok(outcome)
+    }
+
+    fn build_doc(&self, rowkey: &[u8], rowkey_hex: &str, state: &RowState) -> (TantivyDocument, u32) {
+        let mut doc = TantivyDocument::default();
+        doc.add_text(self.fields.rowkey, rowkey_hex);
+        if let Ok(key) = self.table.rowkey.decode(rowkey) {
+            doc.add_text(self.fields.key, key);
+        }
+        doc.add_bytes(self.fields.state, &state.encode());
+        let mut invalid = 0;
+        for (name, handles) in &self.fields.by_name {
+            let Some(raw) = state.value(&handles.column) else {
+                continue;
+            };
+            match analysis::field_terms(handles.kind, raw, handles.phone_suffix_min) {
+                Ok(terms) => {
+                    doc.add_text(handles.exact, &terms.exact);
+                    let pairs = [
+                        (handles.tail, &terms.tail),
+                        (handles.prefix, &terms.prefix),
+                        (handles.gram, &terms.gram),
+                        (handles.pinyin, &terms.pinyin),
+                    ];
+                    for (field, values) in pairs {
+                        if let Some(field) = field {
+                            for value in values {
+                                doc.add_text(field, value);
+                            }
+                        }
+                    }
+                }
+                Err(err) => {
+                    invalid += 1;
+                    // The reason never contains the value itself (phone and idcard are
+                    // personal data), only what is wrong with it.
+                    tracing::warn!(
+                        table = %self.table.name,
+                        rowkey = %hbidx_schema::codec::printable(rowkey),
+                        field = %name,
+                        reason = %err,
+                        "value not indexed"
+                    );
+                }
+            }
+        }
+        (doc, invalid)
+    }
+
+    /// Commits everything applied so far, with the checkpoint as the commit payload, and makes
+    /// it searchable. Blocking: call it from the indexer thread, never from async code.
+    pub fn commit(&mut self) -> Result<Checkpoint> {
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&self.checkpoint.to_payload());
+        prepared.commit()?;
+        self.searcher.reader.reload()?;
+        self.overlay.clear();
+        self.uncommitted_ops = 0;
+        self.committed = self.checkpoint.clone();
+        Ok(self.checkpoint.clone())
+    }
+
+    /// Throws away everything applied since the last commit and returns the checkpoint the
+    /// source must seek back to.
+    pub fn rollback(&mut self) -> Result<Checkpoint> {
+        self.writer.rollback()?;
+        self.overlay.clear();
+        self.uncommitted_ops = 0;
+        self.checkpoint = self.committed.clone();
+        Ok(self.checkpoint.clone())
+    }
+
+    /// Drops everything (documents and checkpoint) and commits the empty index.
+    pub fn clear(&mut self) -> Result<()> {
+        self.writer.delete_all_documents()?;
+        self.checkpoint = Checkpoint::default();
+        self.commit()?;
+        Ok(())
+    }
+}
+
+/// A page of lookup results in rowkey order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupPage {
+    pub rowkeys: Vec<Vec<u8>>,
+    /// There are more matches after the last rowkey of this page.
+    pub has_more: bool,
+}
+
+/// Sizes for the ops page and the status endpoint.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct IndexStats {
+    pub docs: u64,
+    pub segments: usize,
+    pub bytes: u64,
+}
+
+/// The read side of a table index. Cloning is cheap; every clone sees each commit.
+#[derive(Clone)]
+pub struct TableSearcher {
+    table: Arc<TableConfig>,
+    reader: IndexReader,
+    fields: Arc<Fields>,
+}
+
+impl TableSearcher {
+    pub fn table(&self) -> &Arc<TableConfig> {
+        &self.table
+    }
+
+    /// The committed state of a row, if the index has a document for it.
+    pub fn committed_state(&self, rowkey: &[u8]) -> Result<Option<RowState>> {
+        let searcher = self.reader.searcher();
+        let term = Term::from_field_text(self.fields.rowkey, &hex::encode(rowkey));
+        let query = TermQuery::new(term, IndexRecordOption::Basic);
+        let hits = searcher.search(&query, &TopDocs::with_limit(1).order_by_score())?;
+        let Some((_, address)) = hits.first() else {
+            return Ok(None);
+        };
+        self.state_at(&searcher, *address, rowkey).map(Some)
+    }
+
+    fn state_at(
+        &self,
+        searcher: &tantivy::Searcher,
+        address: DocAddress,
+        rowkey: &[u8],
+    ) -> Result<RowState> {
+        let doc: TantivyDocument = searcher.doc(address)?;
+        let bytes = doc
+            .get_first(self.fields.state)
+            .and_then(|value| value.as_bytes())
+            .unwrap_or_default();
+        RowState::decode(bytes).map_err(|err| IndexerError::CorruptState {
+            rowkey: hbidx_schema::codec::printable(rowkey),
+            reason: err.to_string(),
+        })
+    }
+
+    /// Finds rows matching all conditions, in rowkey order, after `after` (exclusive).
+    ///
+    /// Ordering is by rowkey: it is deterministic, stays stable while the index changes under a
+    /// paging client (the cursor is simply the last rowkey returned), and is the order in which a
+    /// multi-get visits HBase regions.
+    pub fn lookup(
+        &self,
+        conditions: &[Condition],
+        limit: usize,
+        after: Option<&[u8]>,
+    ) -> Result<LookupPage> {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for condition in conditions {
+            let handles = self.fields.by_name.get(&condition.field).ok_or_else(|| {
+                IndexerError::InvalidCondition {
+                    field: condition.field.clone(),
+                    reason: "not an indexed field of this table".into(),
+                }
+            })?;
+            let wanted = condition.terms();
+            let field = match wanted.subfield_suffix {
+                "" => Some(handles.exact),
+                TAIL => handles.tail,
+                PREFIX => handles.prefix,
+                GRAM => handles.gram,
+                PINYIN => handles.pinyin,
+                _ => None,
+            }
+            .ok_or_else(|| IndexerError::InvalidCondition {
+                field: condition.field.clone(),
+                reason: "this match mode is not indexed for the field".into(),
+            })?;
+            for term in wanted.terms {
+                clauses.push((
+                    Occur::Must,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(field, &term),
+                        IndexRecordOption::Basic,
+                    )),
+                ));
+            }
+        }
+        if clauses.is_empty() {
+            return Ok(LookupPage {
+                rowkeys: Vec::new(),
+                has_more: false,
+            });
+        }
+        if let Some(after) = after {
+            clauses.push((
+                Occur::Must,
+                Box::new(RangeQuery::new(
+                    Bound::Excluded(Term::from_field_text(self.fields.rowkey, &hex::encode(after))),
+                    Bound::Unbounded,
+                )),
+            ));
+        }
+        let query: Box<dyn Query> = if clauses.len() == 1 {
+            clauses.pop().map(|(_, q)| q).unwrap_or_else(|| Box::new(BooleanQuery::new(vec![])))
+        } else {
+            Box::new(BooleanQuery::new(clauses))
+        };
+        let searcher = self.reader.searcher();
+        let collector = TopDocs::with_limit(limit + 1).order_by_string_fast_field("_rk", Order::Asc);
+        let hits = searcher.search(&query, &collector)?;
+        let has_more = hits.len() > limit;
+        let mut rowkeys = Vec::with_capacity(hits.len().min(limit));
+        for (sort_key, _) in hits.into_iter().take(limit) {
+            let Some(hex_key) = sort_key else { continue };
+            match hex::decode(&hex_key) {
+                Ok(rowkey) => rowkeys.push(rowkey),
+                Err(err) => {
+                    return Err(IndexerError::CorruptState {
+                        rowkey: hex_key,
+                        reason: err.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(LookupPage { rowkeys, has_more })
+    }
+
+    /// Every live rowkey with its indexed values (column → raw value), in no particular order.
+    /// Used by verify and by tests that compare the index with ground truth.
+    pub fn all_rows(&self) -> Result<Vec<(Vec<u8>, RowState)>> {
+        let searcher = self.reader.searcher();
+        let mut out = Vec::new();
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let alive = segment.alive_bitset();
+            for doc_id in 0..segment.max_doc() {
+                if alive.is_some_and(|bits| !bits.is_alive(doc_id)) {
+                    continue;
+                }
+                let address = DocAddress::new(segment_ord as u32, doc_id);
+                let doc: TantivyDocument = searcher.doc(address)?;
+                let Some(hex_key) = doc.get_first(self.fields.rowkey).and_then(|v| v.as_str())
+                else {
+                    continue;
+                };
+                let rowkey = hex::decode(hex_key).map_err(|err| IndexerError::CorruptState {
+                    rowkey: hex_key.to_string(),
+                    reason: err.to_string(),
+                })?;
+                let state = self.state_at(&searcher, address, &rowkey)?;
+                if state.is_live() {
+                    out.push((rowkey, state));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn stats(&self) -> IndexStats {
+        let searcher = self.reader.searcher();
+        let bytes = searcher
+            .space_usage()
+            .map(|usage| usage.total().get_bytes())
+            .unwrap_or(0);
+        IndexStats {
+            docs: searcher.num_docs(),
+            segments: searcher.segment_readers().len(),
+            bytes,
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! `hbidx-indexer`: keeps one tantivy index per table mapping indexed field values to rowkeys.
+//!
+//! Data flow: a [`source::Source`] (the embedded change feed; Kafka later) yields
+//! [`hbidx_schema::model::ChangeEvent`]s → [`pipeline`] applies them on the table's indexer
+//! thread through [`index::TableIndexWriter`], merging with per-row [`state`] → commits carry the
+//! source [`checkpoint`] as payload → [`index::TableSearcher`] answers lookups built from
+//! [`analysis::Condition`]s.
+
+pub mod analysis;
+pub mod checkpoint;
+mod error;
+pub mod index;
+pub mod pipeline;
+pub mod source;
+pub mod state;
+
+pub use analysis::{Condition, MatchMode};
+pub use checkpoint::Checkpoint;
+pub use error::{IndexerError, Result};
+pub use index::{LookupPage, TableIndexWriter, TableSearcher, WriterOptions, open_table_index};
+pub use pipeline::{CommitPolicy, IndexerHandle, IndexerStats, spawn};
+pub use source::{CHANGE_FEED, ChangeFeedSource, Source};

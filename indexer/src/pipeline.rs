@@ -1,0 +1,217 @@
+//! The per-table indexer loop: poll the source, apply, commit by size or time, publish.
+//!
+//! It runs on its own OS thread because everything it does blocks: source polling, tantivy
+//! commits (which fsync) and reader reloads. The async side only ever sees the published
+//! [`Checkpoint`] through a `watch` channel, which is how `?wait=indexed` gives read-your-writes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::Result;
+use crate::index::TableIndexWriter;
+use crate::source::Source;
+
+/// When to commit. The defaults make an event searchable within ~100 ms of reaching the
+/// indexer while still batching bulk loads into large commits.
+#[derive(Debug, Clone)]
+pub struct CommitPolicy {
+    /// Commit once this many documents changed…
+    pub max_docs: usize,
+    /// …or this long after the first uncommitted change.
+    pub max_delay: Duration,
+    /// Events taken from the source per poll.
+    pub poll_batch: usize,
+}
+
+impl Default for CommitPolicy {
+    fn default() -> Self {
+        Self {
+            max_docs: 200_000,
+            max_delay: Duration::from_millis(100),
+            poll_batch: 4096,
+        }
+    }
+}
+
+/// Counters of one table's indexer, read by the status endpoint and the metrics exporter.
+#[derive(Debug, Default)]
+pub struct IndexerStats {
+    pub events: AtomicU64,
+    pub commits: AtomicU64,
+    pub invalid_values: AtomicU64,
+    pub errors: AtomicU64,
+    /// Milliseconds since the epoch of the last commit (0 = none yet).
+    pub last_commit_ms: AtomicU64,
+    pub last_commit_micros: AtomicU64,
+}
+
+/// Handle on a running indexer thread.
+pub struct IndexerHandle {
+    pub table: String,
+    pub stats: Arc<IndexerStats>,
+    pub indexed: watch::Receiver<Checkpoint>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl IndexerHandle {
+    /// Stops the loop after a final commit and waits for it.
+    pub fn shutdown(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!(table = %self.table, "indexer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for IndexerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Starts the indexer thread of one table.
+pub fn spawn(
+    mut writer: TableIndexWriter,
+    mut source: Box<dyn Source>,
+    policy: CommitPolicy,
+) -> Result<IndexerHandle> {
+    source.seek(writer.checkpoint())?;
+    let table = writer.table().name.clone();
+    let (publish, indexed) = watch::channel(writer.checkpoint().clone());
+    let stats = Arc::new(IndexerStats::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let stats = stats.clone();
+        let stop = stop.clone();
+        let table = table.clone();
+        std::thread::Builder::new()
+            .name(format!("indexer-{table}"))
+            .spawn(move || run(&mut writer, source.as_mut(), &policy, &stats, &stop, &publish))
+            .map_err(|err| crate::IndexerError::Source {
+                source_name: table.clone(),
+                reason: format!("cannot start indexer thread: {err}"),
+            })?
+    };
+    Ok(IndexerHandle {
+        table,
+        stats,
+        indexed,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn run(
+    writer: &mut TableIndexWriter,
+    source: &mut dyn Source,
+    policy: &CommitPolicy,
+    stats: &IndexerStats,
+    stop: &AtomicBool,
+    publish: &watch::Sender<Checkpoint>,
+) {
+    let table = writer.table().name.clone();
+    let source_name = source.name().to_string();
+    let mut first_uncommitted: Option<Instant> = None;
+    let mut pending_checkpoint = false;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let wait = match first_uncommitted {
+            Some(since) => policy.max_delay.saturating_sub(since.elapsed()),
+            None => Duration::from_millis(200),
+        };
+        if !stopping {
+            match source.poll(policy.poll_batch, wait) {
+                Ok(events) => {
+                    backoff = Duration::from_millis(50);
+                    let mut applied = 0u64;
+                    let mut failed = false;
+                    for event in &events {
+                        match writer.apply(&event.mutation, &source_name, event.partition, event.offset) {
+                            Ok(outcome) => {
+                                applied += 1;
+                                if outcome.invalid_values > 0 {
+                                    stats.invalid_values.fetch_add(
+                                        u64::from(outcome.invalid_values),
+                                        Ordering::Relaxed,
+                                    );
+                                }
+                            }
+                            Err(err) => {
+                                // An index error (IO, a dead writer) is not the event's fault:
+                                // stop applying and retry from the last checkpoint.
+                                stats.errors.fetch_add(1, Ordering::Relaxed);
+                                tracing::error!(table = %table, error = %err, "apply failed; restarting from the last commit");
+                                failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    stats.events.fetch_add(applied, Ordering::Relaxed);
+                    if failed {
+                        let rewound = writer.rollback().and_then(|cp| source.seek(&cp));
+                        if let Err(err) = rewound {
+                            tracing::error!(table = %table, error = %err, "rollback failed");
+                        }
+                        pending_checkpoint = false;
+                        first_uncommitted = None;
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        continue;
+                    }
+                    if !events.is_empty() {
+                        pending_checkpoint = true;
+                        first_uncommitted.get_or_insert_with(Instant::now);
+                    }
+                }
+                Err(err) => {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(table = %table, error = %err, "source poll failed; backing off");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+        let due = first_uncommitted.is_some_and(|since| since.elapsed() >= policy.max_delay)
+            || writer.uncommitted_ops() >= policy.max_docs;
+        if pending_checkpoint && (due || stopping) {
+            let started = Instant::now();
+            match writer.commit() {
+                Ok(checkpoint) => {
+                    stats.commits.fetch_add(1, Ordering::Relaxed);
+                    stats.last_commit_ms.store(now_ms(), Ordering::Relaxed);
+                    stats
+                        .last_commit_micros
+                        .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    source.committed(&checkpoint);
+                    publish.send_replace(checkpoint);
+                    pending_checkpoint = false;
+                    first_uncommitted = None;
+                }
+                Err(err) => {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(table = %table, error = %err, "index commit failed; will retry");
+                    std::thread::sleep(backoff);
+                }
+            }
+        }
+        if stopping && !pending_checkpoint {
+            return;
+        }
+    }
+}

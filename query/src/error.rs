@@ -1,0 +1,92 @@
+//! The one place where errors become HTTP responses, with one JSON shape:
+//! `{"error": {"code": "bad_request", "message": "...", "field": "phone"}}`.
+//! 4xx answers carry the details the caller needs; 5xx answers are generic and the real error is
+//! logged, so internals (paths, rowkeys) don't leak to clients.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use hbidx_indexer::IndexerError;
+use hbidx_store::StoreError;
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is wrong; `field` names the parameter or body field.
+    #[error("{field}: {reason}")]
+    BadRequest { field: String, reason: String },
+    #[error("{what} not found")]
+    NotFound { what: String },
+    #[error("request body too large: {0}")]
+    PayloadTooLarge(String),
+    /// Waiting for the index (`?wait=indexed`) took too long. The write itself succeeded.
+    #[error("the write was stored (offset {offset}) but was not searchable within {waited_ms} ms")]
+    IndexWaitTimeout { offset: i64, waited_ms: u64 },
+    /// The row store can't be reached right now.
+    #[error("row store unavailable: {0}")]
+    StoreUnavailable(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Index(IndexerError),
+}
+
+impl ApiError {
+    pub fn bad_request(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::BadRequest {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<IndexerError> for ApiError {
+    fn from(err: IndexerError) -> Self {
+        match err {
+            IndexerError::InvalidCondition { field, reason } => Self::BadRequest { field, reason },
+            other => Self::Index(other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, field) = match &self {
+            ApiError::BadRequest { field, .. } => {
+                (StatusCode::BAD_REQUEST, "bad_request", Some(field.clone()))
+            }
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", None),
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
+            }
+            ApiError::IndexWaitTimeout { .. } => {
+                (StatusCode::GATEWAY_TIMEOUT, "index_wait_timeout", None)
+            }
+            ApiError::StoreUnavailable(_) | ApiError::Store(StoreError::Unavailable(_)) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None)
+            }
+            ApiError::Store(StoreError::UnknownTable(_)) => {
+                (StatusCode::NOT_FOUND, "not_found", None)
+            }
+            ApiError::Store(StoreError::InvalidMutation { .. }) => {
+                (StatusCode::BAD_REQUEST, "bad_request", None)
+            }
+            ApiError::Store(_) | ApiError::Index(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal", None)
+            }
+        };
+        let message = if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE
+            && status != StatusCode::GATEWAY_TIMEOUT
+        {
+            tracing::error!(error = %self, "request failed");
+            "internal error; see the server log".to_string()
+        } else {
+            self.to_string()
+        };
+        let mut body = json!({ "code": code, "message": message });
+        if let Some(field) = field {
+            body["field"] = json!(field);
+        }
+        (status, Json(json!({ "error": body }))).into_response()
+    }
+}

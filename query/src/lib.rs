@@ -1,0 +1,184 @@
+//! `hbidx-query`: the REST service. [`app`] builds the router from an [`AppState`], so tests can
+//! drive it without a socket and `hbidx serve` / `hbidx demo` serve it over TCP.
+//!
+//! A lookup resolves field values to rowkeys through the table's tantivy index, multi-gets the
+//! rows from the [`RowStore`](hbidx_store::RowStore), and re-checks every fetched row against the
+//! lookup before answering (an index entry whose row changed or vanished is dropped and counted).
+
+mod error;
+mod extract;
+mod lookup;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use hbidx_indexer::{Checkpoint, IndexerStats, TableSearcher};
+use hbidx_schema::config::TableConfig;
+use hbidx_store::RowStore;
+use tokio::sync::watch;
+
+pub use error::ApiError;
+
+/// Everything the service needs about one table.
+#[derive(Clone)]
+pub struct TableRuntime {
+    pub config: Arc<TableConfig>,
+    pub searcher: TableSearcher,
+    /// The checkpoint of the table's last index commit; `?wait=indexed` waits on it.
+    pub indexed: watch::Receiver<Checkpoint>,
+    pub stats: Arc<IndexerStats>,
+}
+
+/// Request limits. Defaults are generous for people and tight enough for a sidecar.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub default_page: usize,
+    pub max_page: usize,
+    pub max_batch_values: usize,
+    pub max_body_bytes: usize,
+    pub index_wait: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            default_page: 20,
+            max_page: 1000,
+            max_batch_values: 1000,
+            max_body_bytes: 1 << 20,
+            index_wait: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+/// Counters kept by the service itself.
+#[derive(Debug, Default)]
+pub struct QueryCounters {
+    pub lookups: AtomicU64,
+    pub rows_returned: AtomicU64,
+    /// Index hits whose row no longer matched the lookup (or no longer existed).
+    pub stale_dropped: AtomicU64,
+    pub writes: AtomicU64,
+}
+
+pub struct AppState {
+    pub tables: HashMap<String, TableRuntime>,
+    pub store: Arc<dyn RowStore>,
+    pub limits: Limits,
+    pub counters: QueryCounters,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn RowStore>, tables: Vec<TableRuntime>) -> Self {
+        Self {
+            tables: tables
+                .into_iter()
+                .map(|table| (table.config.name.clone(), table))
+                .collect(),
+            store,
+            limits: Limits::default(),
+            counters: QueryCounters::default(),
+        }
+    }
+
+    fn table(&self, name: &str) -> Result<&TableRuntime, ApiError> {
+        self.tables.get(name).ok_or_else(|| ApiError::NotFound {
+            what: format!("table \"{name}\""),
+        })
+    }
+}
+
+pub type SharedState = Arc<AppState>;
+
+pub fn app(state: SharedState) -> Router {
+    let body_limit = state.limits.max_body_bytes;
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/readyz", get(ready))
+        .route("/v1/tables", get(list_tables))
+        .route("/v1/tables/{table}/rows", get(lookup::get_rows))
+        .route("/v1/tables/{table}/rows:batch-lookup", post(lookup::batch_lookup))
+        .route(
+            "/v1/tables/{table}/rows/{key}",
+            get(write::get_row)
+                .put(write::put_row)
+                .delete(write::delete_row),
+        )
+        .route("/v1/tables/{table}/rowkey", get(write::rowkey))
+        .route("/v1/indexer/status", get(indexer_status))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+async fn ready(
+    axum::extract::State(state): axum::extract::State<SharedState>,
+) -> Result<&'static str, ApiError> {
+    // Ready when the store answers; the index is always readable once opened.
+    for name in state.tables.keys() {
+        state.store.get_rows(name, &[], None).await?;
+    }
+    Ok("ready")
+}
+
+async fn list_tables(
+    axum::extract::State(state): axum::extract::State<SharedState>,
+) -> axum::Json<serde_json::Value> {
+    let mut tables: Vec<_> = state
+        .tables
+        .values()
+        .map(|table| {
+            let fields: Vec<_> = table
+                .config
+                .fields
+                .iter()
+                .map(|f| serde_json::json!({"name": f.name, "kind": f.kind.as_str(), "column": f.column}))
+                .collect();
+            serde_json::json!({
+                "name": table.config.name,
+                "namespace": table.config.namespace,
+                "rowkey": table.config.rowkey.describe(),
+                "fields": fields,
+            })
+        })
+        .collect();
+    tables.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    axum::Json(serde_json::json!({ "tables": tables }))
+}
+
+async fn indexer_status(
+    axum::extract::State(state): axum::extract::State<SharedState>,
+) -> axum::Json<serde_json::Value> {
+    let mut tables = serde_json::Map::new();
+    for (name, table) in &state.tables {
+        let stats = table.searcher.stats();
+        let checkpoint = table.indexed.borrow().clone();
+        tables.insert(
+            name.clone(),
+            serde_json::json!({
+                "checkpoint": checkpoint.positions,
+                "events": table.stats.events.load(Ordering::Relaxed),
+                "commits": table.stats.commits.load(Ordering::Relaxed),
+                "invalid_values": table.stats.invalid_values.load(Ordering::Relaxed),
+                "errors": table.stats.errors.load(Ordering::Relaxed),
+                "last_commit_ms": table.stats.last_commit_ms.load(Ordering::Relaxed),
+                "docs": stats.docs,
+                "segments": stats.segments,
+                "index_bytes": stats.bytes,
+            }),
+        );
+    }
+    axum::Json(serde_json::json!({
+        "tables": tables,
+        "lookups": state.counters.lookups.load(Ordering::Relaxed),
+        "stale_dropped": state.counters.stale_dropped.load(Ordering::Relaxed),
+    }))
+}

@@ -1,0 +1,472 @@
+//! `GET /v1/tables/{table}/rows` and `POST /v1/tables/{table}/rows:batch-lookup`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hbidx_indexer::{Condition, MatchMode};
+use hbidx_schema::codec::printable;
+use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
+use hbidx_store::Row;
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{ApiJson, QueryPairs};
+use crate::{ApiError, SharedState, TableRuntime};
+
+/// One row in a response. The shape is part of the public API (README: "Response shapes").
+#[derive(Debug, Serialize)]
+pub struct RowOut {
+    /// The natural key, when the rowkey design can rebuild it.
+    pub key: Option<String>,
+    /// The rowkey in HBase's printable form (`Bytes.toStringBinary`).
+    pub rowkey: String,
+    /// `family:qualifier` → value (UTF-8; invalid bytes are replaced).
+    pub cells: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RowsResponse {
+    pub rows: Vec<RowOut>,
+    pub next_cursor: Option<String>,
+    pub count: usize,
+    /// Index hits dropped because the row no longer matched or no longer existed.
+    pub dropped_stale: usize,
+    pub took_ms: f64,
+}
+
+fn took_ms(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Resolves a parameter name to an indexed field: a field's own name, or a field kind
+/// (`phone`, `idcard`, `name`) when the table has exactly one field of that kind.
+fn resolve_field<'a>(table: &'a TableConfig, param: &str) -> Option<&'a IndexedField> {
+    if let Some(field) = table.fields.iter().find(|f| f.name == param) {
+        return Some(field);
+    }
+    let kind = match param {
+        "phone" => FieldKind::Phone,
+        "idcard" => FieldKind::Idcard,
+        "name" => FieldKind::Name,
+        _ => return None,
+    };
+    let mut of_kind = table.fields.iter().filter(|f| f.kind == kind);
+    match (of_kind.next(), of_kind.next()) {
+        (Some(field), None) => Some(field),
+        _ => None,
+    }
+}
+
+/// Parsed `columns=` projection: `None` means all columns.
+pub(crate) fn parse_columns(table: &TableConfig, field: &str, raw: &str) -> Result<Vec<String>, ApiError> {
+    let mut columns = Vec::new();
+    for column in raw.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let family = column.split(':').next().unwrap_or_default();
+        if !table.families.iter().any(|f| f.name == family) {
+            return Err(ApiError::bad_request(
+                field,
+                format!("column \"{column}\": family \"{family}\" is not declared for this table"),
+            ));
+        }
+        columns.push(column.to_string());
+    }
+    if columns.is_empty() {
+        return Err(ApiError::bad_request(field, "no columns given"));
+    }
+    Ok(columns)
+}
+
+pub(crate) fn encode_cursor(rowkey: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(rowkey)
+}
+
+fn decode_cursor(raw: &str) -> Result<Vec<u8>, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(raw)
+        .map_err(|_| ApiError::bad_request("cursor", "not a cursor returned by this service"))
+}
+
+struct RowsQuery {
+    conditions: Vec<Condition>,
+    limit: usize,
+    cursor: Option<Vec<u8>>,
+    columns: Option<Vec<String>>,
+    index_only: bool,
+}
+
+fn parse_rows_query(
+    runtime: &TableRuntime,
+    pairs: &[(String, String)],
+    limits: &crate::Limits,
+) -> Result<RowsQuery, ApiError> {
+    let table = &runtime.config;
+    let mut mode = MatchMode::Exact;
+    let mut limit = limits.default_page;
+    let mut cursor = None;
+    let mut columns = None;
+    let mut index_only = false;
+    let mut field_values: Vec<(&str, &IndexedField, bool, &str)> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, value) in pairs {
+        if seen.contains(&name.as_str()) {
+            return Err(ApiError::bad_request(name, "given more than once"));
+        }
+        seen.push(name);
+        match name.as_str() {
+            "match" => {
+                mode = MatchMode::parse(value).ok_or_else(|| {
+                    ApiError::bad_request("match", "must be exact, prefix, partial or pinyin")
+                })?;
+            }
+            "limit" => {
+                limit = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=limits.max_page).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(
+                            "limit",
+                            format!("must be a whole number from 1 to {}", limits.max_page),
+                        )
+                    })?;
+            }
+            "cursor" => cursor = Some(decode_cursor(value)?),
+            "columns" => columns = Some(parse_columns(table, "columns", value)?),
+            "index_only" => {
+                index_only = match value.as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(ApiError::bad_request("index_only", "must be true or false")),
+                }
+            }
+            other => {
+                let (base, suffix) = match other.strip_suffix("_suffix") {
+                    Some(base) => (base, true),
+                    None => (other, false),
+                };
+                let field = resolve_field(table, base).ok_or_else(|| {
+                    let known: Vec<_> = table.fields.iter().map(|f| f.name.as_str()).collect();
+                    ApiError::bad_request(
+                        other,
+                        format!(
+                            "unknown parameter; lookup fields of table \"{}\" are {}",
+                            table.name,
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+                field_values.push((other, field, suffix, value.as_str()));
+            }
+        }
+    }
+    if field_values.is_empty() {
+        return Err(ApiError::bad_request(
+            "query",
+            "give at least one lookup field, e.g. phone=, phone_suffix=, idcard= or name=",
+        ));
+    }
+    let conditions = field_values
+        .into_iter()
+        .map(|(param, field, suffix, raw)| {
+            // match= applies to name fields; other kinds are always exact.
+            let field_mode = if field.kind == FieldKind::Name { mode } else { MatchMode::Exact };
+            Condition::build(param, field, field_mode, suffix, raw)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RowsQuery {
+        conditions,
+        limit,
+        cursor,
+        columns,
+        index_only,
+    })
+}
+
+/// The columns to fetch: the caller's projection plus what the re-check needs.
+fn fetch_columns(
+    table: &TableConfig,
+    conditions: &[Condition],
+    projection: Option<&[String]>,
+) -> Option<Vec<String>> {
+    let projection = projection?;
+    let mut columns: Vec<String> = projection.to_vec();
+    for condition in conditions {
+        if let Some(field) = table.field(&condition.field) {
+            if !columns.contains(&field.column) {
+                columns.push(field.column.clone());
+            }
+        }
+    }
+    Some(columns)
+}
+
+fn row_matches(table: &TableConfig, row: &Row, conditions: &[Condition]) -> bool {
+    conditions.iter().all(|condition| {
+        let Some(field) = table.field(&condition.field) else {
+            return false;
+        };
+        row.cells
+            .get(&field.column)
+            .is_some_and(|cell| condition.matches(&String::from_utf8_lossy(&cell.value)))
+    })
+}
+
+pub(crate) fn row_out(table: &TableConfig, row: Row, projection: Option<&[String]>) -> RowOut {
+    let cells = row
+        .cells
+        .into_iter()
+        .filter(|(column, _)| {
+            projection.is_none_or(|wanted| {
+                wanted.iter().any(|w| {
+                    w == column || (!w.contains(':') && column.split(':').next() == Some(w))
+                })
+            })
+        })
+        .map(|(column, cell)| (column, String::from_utf8_lossy(&cell.value).into_owned()))
+        .collect();
+    RowOut {
+        key: table.rowkey.decode(&row.rowkey).ok(),
+        rowkey: printable(&row.rowkey),
+        cells,
+    }
+}
+
+fn index_only_row(table: &TableConfig, rowkey: &[u8]) -> RowOut {
+    RowOut {
+        key: table.rowkey.decode(rowkey).ok(),
+        rowkey: printable(rowkey),
+        cells: BTreeMap::new(),
+    }
+}
+
+pub async fn get_rows(
+    State(state): State<SharedState>,
+    Path(table_name): Path<String>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<RowsResponse>, ApiError> {
+    let started = Instant::now();
+    let runtime = state.table(&table_name)?;
+    let query = parse_rows_query(runtime, &pairs, &state.limits)?;
+    state.counters.lookups.fetch_add(1, Ordering::Relaxed);
+    // A term lookup in a memory-mapped index takes microseconds: fine on the async runtime.
+    let page = runtime
+        .searcher
+        .lookup(&query.conditions, query.limit, query.cursor.as_deref())?;
+    let next_cursor = match (page.has_more, page.rowkeys.last()) {
+        (true, Some(last)) => Some(encode_cursor(last)),
+        _ => None,
+    };
+    let table = &runtime.config;
+    if query.index_only {
+        let rows: Vec<RowOut> = page
+            .rowkeys
+            .iter()
+            .map(|rowkey| index_only_row(table, rowkey))
+            .collect();
+        return Ok(Json(RowsResponse {
+            count: rows.len(),
+            rows,
+            next_cursor,
+            dropped_stale: 0,
+            took_ms: took_ms(started),
+        }));
+    }
+    let fetch = fetch_columns(table, &query.conditions, query.columns.as_deref());
+    let fetched = state
+        .store
+        .get_rows(&table.name, &page.rowkeys, fetch.as_deref())
+        .await?;
+    let mut rows = Vec::with_capacity(fetched.len());
+    let mut dropped = 0;
+    for row in fetched {
+        match row {
+            Some(row) if row_matches(table, &row, &query.conditions) => {
+                rows.push(row_out(table, row, query.columns.as_deref()));
+            }
+            _ => dropped += 1,
+        }
+    }
+    if dropped > 0 {
+        state
+            .counters
+            .stale_dropped
+            .fetch_add(dropped as u64, Ordering::Relaxed);
+    }
+    state
+        .counters
+        .rows_returned
+        .fetch_add(rows.len() as u64, Ordering::Relaxed);
+    Ok(Json(RowsResponse {
+        count: rows.len(),
+        rows,
+        next_cursor,
+        dropped_stale: dropped,
+        took_ms: took_ms(started),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchLookupRequest {
+    /// A field name or kind (`phone`, `idcard`, `name`).
+    pub field: String,
+    pub values: Vec<String>,
+    #[serde(default, rename = "match")]
+    pub match_mode: Option<String>,
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    #[serde(default)]
+    pub index_only: bool,
+    /// Rows returned per value at most (default 20).
+    #[serde(default)]
+    pub limit_per_value: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BatchResult {
+    /// Position of the value in the request.
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<Vec<RowOut>>,
+    /// Why this value could not be looked up (the value itself is not echoed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BatchResponse {
+    pub results: Vec<BatchResult>,
+    pub count: usize,
+    pub dropped_stale: usize,
+    pub took_ms: f64,
+}
+
+pub async fn batch_lookup(
+    State(state): State<SharedState>,
+    Path(table_name): Path<String>,
+    ApiJson(request): ApiJson<BatchLookupRequest>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    let started = Instant::now();
+    let runtime = state.table(&table_name)?;
+    let table = &runtime.config;
+    let limits = &state.limits;
+    if request.values.is_empty() || request.values.len() > limits.max_batch_values {
+        return Err(ApiError::bad_request(
+            "values",
+            format!("give 1 to {} values, got {}", limits.max_batch_values, request.values.len()),
+        ));
+    }
+    let field = resolve_field(table, &request.field).ok_or_else(|| {
+        ApiError::bad_request("field", format!("\"{}\" is not a lookup field of this table", request.field))
+    })?;
+    let mode = match request.match_mode.as_deref() {
+        None => MatchMode::Exact,
+        Some(text) => MatchMode::parse(text).ok_or_else(|| {
+            ApiError::bad_request("match", "must be exact, prefix, partial or pinyin")
+        })?,
+    };
+    let per_value = request.limit_per_value.unwrap_or(limits.default_page);
+    if !(1..=limits.max_page).contains(&per_value) {
+        return Err(ApiError::bad_request(
+            "limit_per_value",
+            format!("must be from 1 to {}", limits.max_page),
+        ));
+    }
+    let projection = match &request.columns {
+        Some(columns) => Some(parse_columns(table, "columns", &columns.join(","))?),
+        None => None,
+    };
+    state.counters.lookups.fetch_add(1, Ordering::Relaxed);
+
+    // Resolve every value through the index first, then fetch all rows in ONE multi-get.
+    let mut per_value_hits: Vec<Result<(Condition, Vec<Vec<u8>>), String>> = Vec::new();
+    let mut unique: Vec<Vec<u8>> = Vec::new();
+    let mut position: HashMap<Vec<u8>, usize> = HashMap::new();
+    for (i, raw) in request.values.iter().enumerate() {
+        let param = format!("values[{i}]");
+        let field_mode = if field.kind == FieldKind::Name { mode } else { MatchMode::Exact };
+        match Condition::build(&param, field, field_mode, false, raw) {
+            Ok(condition) => {
+                let page = runtime
+                    .searcher
+                    .lookup(std::slice::from_ref(&condition), per_value, None)?;
+                for rowkey in &page.rowkeys {
+                    if !position.contains_key(rowkey) {
+                        position.insert(rowkey.clone(), unique.len());
+                        unique.push(rowkey.clone());
+                    }
+                }
+                per_value_hits.push(Ok((condition, page.rowkeys)));
+            }
+            Err(err) => per_value_hits.push(Err(err.to_string())),
+        }
+    }
+    let fetched: Vec<Option<Row>> = if request.index_only || unique.is_empty() {
+        Vec::new()
+    } else {
+        let fetch = projection.as_ref().map(|p| {
+            let mut columns = p.clone();
+            if !columns.contains(&field.column) {
+                columns.push(field.column.clone());
+            }
+            columns
+        });
+        state
+            .store
+            .get_rows(&table.name, &unique, fetch.as_deref())
+            .await?
+    };
+    let mut results = Vec::with_capacity(per_value_hits.len());
+    let mut count = 0;
+    let mut dropped = 0;
+    for (index, hits) in per_value_hits.into_iter().enumerate() {
+        match hits {
+            Err(error) => results.push(BatchResult {
+                index,
+                rows: None,
+                error: Some(error),
+            }),
+            Ok((condition, rowkeys)) => {
+                let mut rows = Vec::with_capacity(rowkeys.len());
+                for rowkey in rowkeys {
+                    if request.index_only {
+                        rows.push(index_only_row(table, &rowkey));
+                        continue;
+                    }
+                    let row = position
+                        .get(&rowkey)
+                        .and_then(|&at| fetched.get(at))
+                        .and_then(Option::as_ref);
+                    match row {
+                        Some(row) if row_matches(table, row, std::slice::from_ref(&condition)) => {
+                            rows.push(row_out(table, row.clone(), projection.as_deref()));
+                        }
+                        _ => dropped += 1,
+                    }
+                }
+                count += rows.len();
+                results.push(BatchResult {
+                    index,
+                    rows: Some(rows),
+                    error: None,
+                });
+            }
+        }
+    }
+    if dropped > 0 {
+        state
+            .counters
+            .stale_dropped
+            .fetch_add(dropped as u64, Ordering::Relaxed);
+    }
+    Ok(Json(BatchResponse {
+        results,
+        count,
+        dropped_stale: dropped,
+        took_ms: took_ms(started),
+    }))
+}

@@ -1,0 +1,334 @@
+//! Write-through: `PUT` / `DELETE /v1/tables/{table}/rows/{key}` and the rowkey calculator.
+//!
+//! Writes go to the row store; the index learns about them from the change feed like any other
+//! write, so there is exactly one path into the index. `?wait=indexed` returns only once the
+//! table's index checkpoint covers the write (read-your-writes).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path, State};
+use hbidx_indexer::CHANGE_FEED;
+use hbidx_schema::codec::printable;
+use hbidx_schema::config::TableConfig;
+use hbidx_schema::model::{CellOp, Mutation};
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{ApiJson, QueryPairs};
+use crate::{ApiError, SharedState, TableRuntime};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutBody {
+    /// `family:qualifier` → value.
+    pub cells: BTreeMap<String, String>,
+    /// Cell timestamp in ms since the epoch; defaults to now.
+    #[serde(default)]
+    pub ts: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WriteResponse {
+    pub key: String,
+    pub rowkey: String,
+    /// Change-feed offset of the write (what `wait=indexed` waited for).
+    pub offset: Option<i64>,
+    pub indexed: bool,
+    pub took_ms: f64,
+}
+
+fn offset_of(receipt: &hbidx_store::WriteReceipt, table: &str) -> Option<i64> {
+    receipt
+        .last_offset_by_table
+        .iter()
+        .find(|(name, _)| name == table)
+        .map(|(_, offset)| *offset)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn took_ms(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn wants_indexed(pairs: &[(String, String)]) -> Result<bool, ApiError> {
+    let mut wait = false;
+    for (name, value) in pairs {
+        match (name.as_str(), value.as_str()) {
+            ("wait", "indexed") => wait = true,
+            ("wait", "stored") => wait = false,
+            ("wait", _) => return Err(ApiError::bad_request("wait", "must be indexed or stored")),
+            (other, _) => return Err(ApiError::bad_request(other, "unknown parameter")),
+        }
+    }
+    Ok(wait)
+}
+
+/// The rowkey of `key`. For designs with a random salt the rowkey can't be computed, so the
+/// existing row is looked for among every candidate first, and a new random one is drawn only
+/// when none exists.
+async fn rowkey_for_write(
+    state: &SharedState,
+    table: &TableConfig,
+    key: &str,
+) -> Result<Vec<u8>, ApiError> {
+    let codec = &table.rowkey;
+    if codec.is_deterministic() {
+        return codec
+            .encode(key)
+            .map_err(|err| ApiError::bad_request("key", err.to_string()));
+    }
+    let candidates = codec
+        .candidate_rowkeys(key)
+        .map_err(|err| ApiError::bad_request("key", err.to_string()))?;
+    let existing = state.store.get_rows(&table.name, &candidates, None).await?;
+    if let Some(row) = existing.into_iter().flatten().next() {
+        return Ok(row.rowkey);
+    }
+    codec
+        .encode_random(key, &mut rand_rng())
+        .map_err(|err| ApiError::bad_request("key", err.to_string()))
+}
+
+fn rand_rng() -> impl rand::Rng {
+    rand::rng()
+}
+
+async fn wait_indexed(
+    state: &SharedState,
+    runtime: &TableRuntime,
+    offset: i64,
+) -> Result<(), ApiError> {
+    let mut indexed = runtime.indexed.clone();
+    let limit = state.limits.index_wait;
+    let waited = tokio::time::timeout(
+        limit,
+        indexed.wait_for(|checkpoint| {
+            checkpoint.position(CHANGE_FEED, 0).is_some_and(|at| at >= offset)
+        }),
+    )
+    .await;
+    match waited {
+        Ok(Ok(_)) => Ok(()),
+        _ => Err(ApiError::IndexWaitTimeout {
+            offset,
+            waited_ms: limit.as_millis() as u64,
+        }),
+    }
+}
+
+pub async fn put_row(
+    State(state): State<SharedState>,
+    Path((table_name, key)): Path<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+    ApiJson(body): ApiJson<PutBody>,
+) -> Result<Json<WriteResponse>, ApiError> {
+    let started = Instant::now();
+    let wait = wants_indexed(&pairs)?;
+    let runtime = state.table(&table_name)?;
+    let table = runtime.config.clone();
+    if body.cells.is_empty() {
+        return Err(ApiError::bad_request("cells", "give at least one cell"));
+    }
+    let ts = body.ts.unwrap_or_else(now_ms);
+    if ts < 0 {
+        return Err(ApiError::bad_request("ts", "must not be negative"));
+    }
+    let mut ops = Vec::with_capacity(body.cells.len());
+    for (column, value) in body.cells {
+        let field_name = format!("cells.{column}");
+        let family = match hbidx_schema::model::split_column(&column) {
+            Some((family, _)) => family,
+            None => {
+                return Err(ApiError::bad_request(
+                    field_name,
+                    "a column is written as family:qualifier",
+                ));
+            }
+        };
+        if !table.families.iter().any(|f| f.name == family) {
+            return Err(ApiError::bad_request(
+                field_name,
+                format!("family \"{family}\" is not declared for table \"{}\"", table.name),
+            ));
+        }
+        // Indexed values are validated here, where the caller can still fix them; the
+        // indexer would otherwise have to skip them.
+        if let Some(field) = table.fields.iter().find(|f| f.column == column) {
+            if let Err(err) = field.kind.normalize(&value) {
+                return Err(ApiError::bad_request(field_name, err.to_string()));
+            }
+        }
+        ops.push(CellOp::Put {
+            column,
+            ts,
+            value: value.into_bytes(),
+        });
+    }
+    let rowkey = rowkey_for_write(&state, &table, &key).await?;
+    let receipt = state
+        .store
+        .mutate(vec![Mutation {
+            table: table.name.clone(),
+            rowkey: rowkey.clone(),
+            ops,
+        }])
+        .await?;
+    state.counters.writes.fetch_add(1, Ordering::Relaxed);
+    let offset = offset_of(&receipt, &table.name);
+    if wait {
+        if let Some(offset) = offset {
+            wait_indexed(&state, runtime, offset).await?;
+        }
+    }
+    Ok(Json(WriteResponse {
+        key,
+        rowkey: printable(&rowkey),
+        offset,
+        indexed: wait,
+        took_ms: took_ms(started),
+    }))
+}
+
+pub async fn delete_row(
+    State(state): State<SharedState>,
+    Path((table_name, key)): Path<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<WriteResponse>, ApiError> {
+    let started = Instant::now();
+    let wait = wants_indexed(&pairs)?;
+    let runtime = state.table(&table_name)?;
+    let table = runtime.config.clone();
+    let codec = &table.rowkey;
+    let rowkeys = if codec.is_deterministic() {
+        vec![codec
+            .encode(&key)
+            .map_err(|err| ApiError::bad_request("key", err.to_string()))?]
+    } else {
+        codec
+            .candidate_rowkeys(&key)
+            .map_err(|err| ApiError::bad_request("key", err.to_string()))?
+    };
+    let ts = now_ms();
+    let mutations: Vec<Mutation> = rowkeys
+        .iter()
+        .map(|rowkey| Mutation {
+            table: table.name.clone(),
+            rowkey: rowkey.clone(),
+            ops: vec![CellOp::DeleteRow { ts }],
+        })
+        .collect();
+    let receipt = state.store.mutate(mutations).await?;
+    state.counters.writes.fetch_add(1, Ordering::Relaxed);
+    let offset = offset_of(&receipt, &table.name);
+    if wait {
+        if let Some(offset) = offset {
+            wait_indexed(&state, runtime, offset).await?;
+        }
+    }
+    Ok(Json(WriteResponse {
+        key,
+        rowkey: rowkeys.first().map(|rk| printable(rk)).unwrap_or_default(),
+        offset,
+        indexed: wait,
+        took_ms: took_ms(started),
+    }))
+}
+
+#[derive(Debug, Serialize)]
+pub struct RowkeyResponse {
+    pub key: String,
+    pub design: String,
+    pub deterministic: bool,
+    /// Printable rowkeys: one for deterministic designs, every candidate for a random salt.
+    pub rowkeys: Vec<String>,
+    pub rowkeys_hex: Vec<String>,
+}
+
+pub async fn rowkey(
+    State(state): State<SharedState>,
+    Path(table_name): Path<String>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<RowkeyResponse>, ApiError> {
+    let runtime = state.table(&table_name)?;
+    let mut key = None;
+    for (name, value) in pairs {
+        match name.as_str() {
+            "key" => key = Some(value),
+            other => return Err(ApiError::bad_request(other, "unknown parameter")),
+        }
+    }
+    let key = key.ok_or_else(|| ApiError::bad_request("key", "missing"))?;
+    let codec = &runtime.config.rowkey;
+    let rowkeys = if codec.is_deterministic() {
+        vec![codec.encode(&key).map_err(|err| ApiError::bad_request("key", err.to_string()))?]
+    } else {
+        codec
+            .candidate_rowkeys(&key)
+            .map_err(|err| ApiError::bad_request("key", err.to_string()))?
+    };
+    Ok(Json(RowkeyResponse {
+        key,
+        design: codec.describe(),
+        deterministic: codec.is_deterministic(),
+        rowkeys: rowkeys.iter().map(|rk| printable(rk)).collect(),
+        rowkeys_hex: rowkeys.iter().map(hex::encode).collect(),
+    }))
+}
+
+/// `GET /v1/tables/{table}/rows/{key}`: the row of a natural key, straight from the store (no
+/// index involved). With a random salt every candidate rowkey is fetched.
+pub async fn get_row(
+    State(state): State<SharedState>,
+    Path((table_name, key)): Path<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<crate::lookup::RowsResponse>, ApiError> {
+    let started = Instant::now();
+    let runtime = state.table(&table_name)?;
+    let table = &runtime.config;
+    let mut columns = None;
+    for (name, value) in &pairs {
+        match name.as_str() {
+            "columns" => columns = Some(crate::lookup::parse_columns(table, "columns", value)?),
+            other => return Err(ApiError::bad_request(other, "unknown parameter")),
+        }
+    }
+    let codec = &table.rowkey;
+    let rowkeys = if codec.is_deterministic() {
+        vec![codec
+            .encode(&key)
+            .map_err(|err| ApiError::bad_request("key", err.to_string()))?]
+    } else {
+        codec
+            .candidate_rowkeys(&key)
+            .map_err(|err| ApiError::bad_request("key", err.to_string()))?
+    };
+    let fetched = state
+        .store
+        .get_rows(&table.name, &rowkeys, columns.as_deref())
+        .await?;
+    let rows: Vec<_> = fetched
+        .into_iter()
+        .flatten()
+        .map(|row| crate::lookup::row_out(table, row, None))
+        .collect();
+    if rows.is_empty() {
+        return Err(ApiError::NotFound {
+            what: format!("row with key \"{key}\" in table \"{}\"", table.name),
+        });
+    }
+    Ok(Json(crate::lookup::RowsResponse {
+        count: rows.len(),
+        rows,
+        next_cursor: None,
+        dropped_stale: 0,
+        took_ms: took_ms(started),
+    }))
+}

@@ -1,0 +1,37 @@
+//! `hbidx-schema`: everything hbidx knows about a table that needs no IO.
+//!
+//! - [`config`]: the TOML table config, parsed into raw structs and validated into typed ones.
+//! - [`codec`]: rowkey designs (hash prefix, salts, modulo, consistent-hash ring, reversal,
+//!   reverse timestamp, composites) that turn a natural key into rowkey bytes and back.
+//! - [`split`]: pre-split calculators, region routing and the hotspot report.
+//! - [`ddl`]: HBase shell `create` statements.
+//! - [`normalize`]: phone / PRC idcard / name normalisers and validators.
+//! - [`model`]: the mutation model shared by the store, the change feed, the Kafka sources and
+//!   the indexer. It lives here, at the bottom of the crate graph, so nothing imports back up.
+//!
+//! The library never reads files or the clock: callers pass text in, so every function can be
+//! tested (and fuzzed) on strings alone.
+
+pub mod codec;
+pub mod config;
+pub mod ddl;
+pub mod model;
+pub mod normalize;
+pub mod split;
+
+pub use codec::{
+    CodecError, HashAlgo, HashRing, RowkeyCodec, RowkeyPart, TsFormat, parse_printable, printable,
+};
+pub use config::{
+    BloomFilter, Compression, Config, DataBlockEncoding, FamilyConfig, FieldKind, IndexedField,
+    SchemaError, SplitConfig, TableConfig, Ttl, parse_config,
+};
+pub use ddl::create_statement;
+pub use normalize::{
+    NormalizeError, idcard_check_digit, mask_idcard, mask_phone, normalize_idcard,
+    normalize_keyword, normalize_name, normalize_phone,
+};
+pub use split::{
+    HotspotReport, Region, RegionMap, SplitError, decimal_string_split, hex_string_split,
+    parse_splits_file, sampled_splits, uniform_split,
+};

@@ -1,0 +1,283 @@
+//! `hbidx bench`: the numbers in the README's Performance section.
+//!
+//! Benchmarks, not timed tests: nothing here asserts, it measures and prints. Phases:
+//! 1. load N people into the embedded store (the change feed fills up; timed separately);
+//! 2. start the indexer on the full feed and time until it has committed everything
+//!    (events/s through the change feed into tantivy);
+//! 3. with the indexer idle, write single rows at a fixed rate and record how long each took to
+//!    become searchable (the published index checkpoint covers its offset): p50/p99;
+//! 4. index bytes per row and the process RSS;
+//! 5. HTTP lookups by phone at fixed concurrency with `wrk` (Debian package) against the real
+//!    service on loopback: throughput and p50/p99.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
+use hbidx_schema::config::Config;
+
+use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
+use crate::people::PeopleGen;
+use crate::server;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Rows to load and index.
+    #[arg(long, default_value_t = 200_000)]
+    rows: usize,
+    /// Single-row writes for the event→searchable latency.
+    #[arg(long, default_value_t = 1000)]
+    latency_writes: usize,
+    /// Seconds of HTTP lookup load (0 skips it).
+    #[arg(long, default_value_t = 10)]
+    lookup_seconds: u64,
+    /// Concurrent HTTP connections for the lookup load.
+    #[arg(long, default_value_t = 64)]
+    connections: u32,
+    /// wrk threads.
+    #[arg(long, default_value_t = 2)]
+    wrk_threads: u32,
+    /// Work directory (default: a fresh temporary directory, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Also write the generated people as CSV (uid,name,phone,idcard,city) for comparisons.
+    #[arg(long)]
+    export_csv: Option<PathBuf>,
+}
+
+struct Row(&'static str, String);
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn rss_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find(|l| l.starts_with(key)).and_then(|line| {
+                line.split_whitespace().nth(1).and_then(|v| v.parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
+    let temp;
+    let data_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile_dir()?;
+            temp.clone()
+        }
+    };
+    let table = demo_table(&config)?.clone();
+    let columns = PersonColumns::for_table(&table)?;
+    let mut report: Vec<Row> = Vec::new();
+    let people = crate::people::generate(args.rows, DEMO_SEED);
+    if let Some(path) = &args.export_csv {
+        let mut out = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        for p in &people {
+            writeln!(out, "{},{},{},{},{}", p.uid, p.name, p.phone, p.idcard, p.city)?;
+        }
+        out.flush()?;
+    }
+
+    // Phase 1: fill the store and its change feed with no indexer running.
+    {
+        let store = hbidx_store::EmbeddedStore::open(&data_dir.join("store"), &[table.name.clone()])?;
+        let ts = now_ms();
+        let started = Instant::now();
+        for chunk in people.chunks(1000) {
+            let batch = chunk
+                .iter()
+                .map(|p| columns.mutation(&table, p, ts))
+                .collect::<Result<Vec<_>>>()?;
+            store.mutate_sync(batch)?;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        report.push(Row("store load (fjall + change feed)", format!("{:.0} rows/s", args.rows as f64 / secs)));
+    }
+
+    // Phase 2: index the whole feed.
+    let policy = CommitPolicy::default();
+    let started = Instant::now();
+    let runtime = server::open(&config, &data_dir, &policy)?;
+    runtime.wait_caught_up(Duration::from_secs(3600)).await?;
+    let secs = started.elapsed().as_secs_f64();
+    report.push(Row(
+        "indexing throughput (feed → tantivy)",
+        format!("{:.0} events/s ({} events in {:.2}s)", args.rows as f64 / secs, args.rows, secs),
+    ));
+
+    // Phase 3: event → searchable latency at a steady write rate.
+    let runtime_table = runtime.state.tables.get(&table.name).context("table missing")?.clone();
+    let mut latencies = Vec::with_capacity(args.latency_writes);
+    {
+        let mut indexed = runtime_table.indexed.clone();
+        let extra = PeopleGen::new(DEMO_SEED ^ 0x5eed).skip(args.rows).take(args.latency_writes);
+        let mut pending: std::collections::VecDeque<(i64, Instant)> = Default::default();
+        let mut ticker = tokio::time::interval(Duration::from_millis(2));
+        let mut people = extra.into_iter();
+        let mut done_writing = false;
+        while !(done_writing && pending.is_empty()) {
+            tokio::select! {
+                _ = ticker.tick(), if !done_writing => {
+                    match people.next() {
+                        Some(person) => {
+                            let mutation = columns.mutation(&table, &person, now_ms())?;
+                            let receipt = runtime.store.mutate_sync(vec![mutation])?;
+                            if let Some((_, offset)) = receipt.last_offset_by_table.first() {
+                                pending.push_back((*offset, Instant::now()));
+                            }
+                        }
+                        None => done_writing = true,
+                    }
+                }
+                changed = indexed.changed() => {
+                    changed.context("indexer stopped")?;
+                    let at = indexed.borrow_and_update().position(CHANGE_FEED, 0).unwrap_or(0);
+                    while pending.front().is_some_and(|(offset, _)| *offset <= at) {
+                        if let Some((_, written)) = pending.pop_front() {
+                            latencies.push(written.elapsed().as_secs_f64() * 1e3);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    report.push(Row(
+        "event → searchable latency",
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms ({} writes at 500/s)",
+            percentile(&latencies, 50.0),
+            percentile(&latencies, 99.0),
+            latencies.len()
+        ),
+    ));
+
+    // Phase 4: size.
+    let stats = runtime_table.searcher.stats();
+    report.push(Row(
+        "index size",
+        format!(
+            "{:.1} bytes/row ({:.1} MB, {} segments)",
+            stats.bytes as f64 / stats.docs.max(1) as f64,
+            stats.bytes as f64 / 1e6,
+            stats.segments
+        ),
+    ));
+
+    // Phase 5: HTTP lookups with wrk.
+    if args.lookup_seconds > 0 {
+        let listener = server::bind("127.0.0.1:0".parse()?).await?;
+        let addr = listener.local_addr()?;
+        let app = hbidx_query::app(runtime.state.clone());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let script = data_dir.join("phones.lua");
+        write_wrk_script(&script, &table.name, people.iter().take(50_000).map(|p| p.phone.as_str()))?;
+        let url = format!("http://{addr}");
+        let (wrk_threads, connections, seconds) = (args.wrk_threads, args.connections, args.lookup_seconds);
+        let output = tokio::task::spawn_blocking(move || {
+            Command::new("wrk")
+                .args([
+                    format!("-t{wrk_threads}"),
+                    format!("-c{connections}"),
+                    format!("-d{seconds}s"),
+                    "--latency".into(),
+                    "-s".into(),
+                    script.display().to_string(),
+                    url,
+                ])
+                .output()
+        })
+        .await?;
+        match output {
+            Ok(output) if output.status.success() => {
+                let text = String::from_utf8_lossy(&output.stdout);
+                report.push(Row("lookup by phone over HTTP (wrk)", summarize_wrk(&text, wrk_threads, connections)));
+            }
+            Ok(output) => report.push(Row(
+                "lookup by phone over HTTP (wrk)",
+                format!("wrk failed: {}", String::from_utf8_lossy(&output.stderr).trim()),
+            )),
+            Err(err) => report.push(Row(
+                "lookup by phone over HTTP (wrk)",
+                format!("not measured: cannot run wrk ({err}); apt-get install wrk"),
+            )),
+        }
+        server.abort();
+    }
+
+    report.push(Row(
+        "RSS",
+        format!("{:.0} MB now, {:.0} MB peak", rss_kib("VmRSS:") as f64 / 1024.0, rss_kib("VmHWM:") as f64 / 1024.0),
+    ));
+    let indexers = runtime.indexers;
+    tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown())).await?;
+    if args.data_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    }
+
+    println!("\n| measure | result |\n|---|---|");
+    for Row(name, value) in &report {
+        println!("| {name} | {value} |");
+    }
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("hbidx-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn write_wrk_script<'a>(path: &std::path::Path, table: &str, phones: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(out, "local phones = {{")?;
+    for phone in phones {
+        writeln!(out, "\"{phone}\",")?;
+    }
+    writeln!(out, "}}")?;
+    writeln!(
+        out,
+        r#"local n = #phones
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("GET", "/v1/tables/{table}/rows?phone=" .. phones[(i % n) + 1])
+end"#
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Pulls requests/s and the latency distribution out of `wrk --latency` output.
+fn summarize_wrk(text: &str, threads: u32, connections: u32) -> String {
+    let mut rps = "?".to_string();
+    let mut p50 = "?".to_string();
+    let mut p99 = "?".to_string();
+    let mut errors = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        let mut parts = trimmed.split_whitespace();
+        match (parts.next(), parts.next()) {
+            (Some("Requests/sec:"), Some(value)) => rps = value.to_string(),
+            (Some("50%"), Some(value)) => p50 = value.to_string(),
+            (Some("99%"), Some(value)) => p99 = value.to_string(),
+            (Some("Non-2xx"), _) | (Some("Socket"), _) => errors.push_str(&format!("; {trimmed}")),
+            _ => {}
+        }
+    }
+    format!("{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}){errors}")
+}

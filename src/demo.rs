@@ -1,0 +1,206 @@
+//! `hbidx demo`: one command from nothing to a served, indexed table of generated people.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use hbidx_schema::config::{Config, FieldKind, TableConfig};
+use hbidx_schema::model::{CellOp, Mutation};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::people::{Person, PeopleGen};
+use crate::server;
+
+/// The demo data set is deterministic so the printed examples match what was loaded.
+pub const DEMO_SEED: u64 = 20_261_120;
+const LOADED_MARKER: &str = "demo-loaded.json";
+const BATCH: usize = 1000;
+
+/// The columns a person is written to, found through the table's field kinds so the demo works
+/// with any config that has phone, idcard and name fields.
+pub struct PersonColumns {
+    name: String,
+    phone: String,
+    idcard: String,
+    city: String,
+}
+
+impl PersonColumns {
+    pub fn for_table(table: &TableConfig) -> Result<Self> {
+        let column_of = |kind: FieldKind| {
+            table
+                .fields
+                .iter()
+                .find(|f| f.kind == kind)
+                .map(|f| f.column.clone())
+                .with_context(|| {
+                    format!("table \"{}\" has no {} field; the demo needs one", table.name, kind.as_str())
+                })
+        };
+        let name = column_of(FieldKind::Name)?;
+        let family = name.split(':').next().unwrap_or("info").to_string();
+        Ok(Self {
+            phone: column_of(FieldKind::Phone)?,
+            idcard: column_of(FieldKind::Idcard)?,
+            city: format!("{family}:city"),
+            name,
+        })
+    }
+
+    pub fn mutation(&self, table: &TableConfig, person: &Person, ts: i64) -> Result<Mutation> {
+        let rowkey = table
+            .rowkey
+            .encode_random(&person.uid, &mut rand::rng())
+            .with_context(|| format!("encoding the rowkey of {}", person.uid))?;
+        let put = |column: &str, value: &str| CellOp::Put {
+            column: column.to_string(),
+            ts,
+            value: value.as_bytes().to_vec(),
+        };
+        Ok(Mutation {
+            table: table.name.clone(),
+            rowkey,
+            ops: vec![
+                put(&self.name, &person.name),
+                put(&self.phone, &person.phone),
+                put(&self.idcard, &person.idcard),
+                put(&self.city, &person.city),
+            ],
+        })
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn demo_table(config: &Config) -> Result<&TableConfig> {
+    match config.table("user").or_else(|| config.tables.first()) {
+        Some(table) => Ok(table),
+        None => bail!("the config has no tables"),
+    }
+}
+
+pub async fn run(
+    config: Config,
+    listen: SocketAddr,
+    data_dir: PathBuf,
+    rows: usize,
+    no_serve: bool,
+) -> Result<()> {
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating data dir {}", data_dir.display()))?;
+    let runtime = server::open(&config, &data_dir, &Default::default())?;
+    let table = demo_table(&config)?.clone();
+    let columns = PersonColumns::for_table(&table)?;
+    let marker = data_dir.join(LOADED_MARKER);
+    if marker.exists() {
+        let existing = runtime.store.count_rows(&table.name)?;
+        eprintln!(
+            "reusing {} ({} rows in table \"{}\"); nothing reloaded",
+            data_dir.display(),
+            existing,
+            table.name
+        );
+    } else {
+        load(&runtime, &table, &columns, rows)?;
+        std::fs::write(&marker, format!("{{\"rows\":{rows},\"seed\":{DEMO_SEED}}}\n"))
+            .with_context(|| format!("writing {}", marker.display()))?;
+    }
+    let started = Instant::now();
+    runtime.wait_caught_up(Duration::from_secs(600)).await?;
+    let runtime_table = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .context("table runtime missing")?;
+    let stats = runtime_table.searcher.stats();
+    eprintln!(
+        "index of \"{}\" is up to date ({} docs, {} segments, {:.1} MB; caught up in {:.1}s)",
+        table.name,
+        stats.docs,
+        stats.segments,
+        stats.bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    let example = PeopleGen::new(DEMO_SEED)
+        .next()
+        .context("the demo generator produced nobody")?;
+    if no_serve {
+        print_examples(listen, &table, &example);
+        let indexers = runtime.indexers;
+        tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown())).await?;
+        return Ok(());
+    }
+    let listener = server::bind(listen).await?;
+    let bound = listener.local_addr()?;
+    print_examples(bound, &table, &example);
+    eprintln!("listening on http://{bound} (Ctrl-C to stop)");
+    runtime.serve(listener).await
+}
+
+fn load(
+    runtime: &server::Runtime,
+    table: &TableConfig,
+    columns: &PersonColumns,
+    rows: usize,
+) -> Result<()> {
+    let bar = ProgressBar::new(rows as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "loading {bar:40} {pos}/{len} rows  {per_sec}  eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let ts = now_ms();
+    let mut batch = Vec::with_capacity(BATCH);
+    for person in PeopleGen::new(DEMO_SEED).take(rows) {
+        batch.push(columns.mutation(table, &person, ts)?);
+        if batch.len() == BATCH {
+            runtime.store.mutate_sync(std::mem::take(&mut batch))?;
+            bar.inc(BATCH as u64);
+        }
+    }
+    if !batch.is_empty() {
+        let n = batch.len() as u64;
+        runtime.store.mutate_sync(batch)?;
+        bar.inc(n);
+    }
+    bar.finish();
+    Ok(())
+}
+
+fn print_examples(listen: SocketAddr, table: &TableConfig, person: &Person) {
+    let base = format!("http://{listen}/v1/tables/{}", table.name);
+    let tail = &person.phone[person.phone.len().saturating_sub(4)..];
+    println!("\nTry these (the first generated person is {} / uid {}):\n", person.name, person.uid);
+    println!("  curl -s '{base}/rows?phone={}'", person.phone);
+    println!("  curl -s '{base}/rows?idcard={}'", person.idcard);
+    println!("  curl -s '{base}/rows?name={}&limit=5'", urlencode(&person.name));
+    println!("  curl -s '{base}/rows?name=%E5%BC%A0&match=prefix&limit=5'");
+    println!("  curl -s '{base}/rows?name=zhangsan&match=pinyin&limit=5'");
+    println!("  curl -s '{base}/rows?phone_suffix={tail}&limit=5&columns=info:name,info:phone'");
+    println!("  curl -s '{base}/rowkey?key={}'", person.uid);
+    println!(
+        "  curl -s -X PUT '{base}/rows/u99999999?wait=indexed' -H 'content-type: application/json' \\\n       -d '{{\"cells\":{{\"info:name\":\"张三\",\"info:phone\":\"13800138000\"}}}}'"
+    );
+    println!("  curl -s '{base}/rows?phone=13800138000'");
+    println!("  curl -s -X POST '{base}/rows:batch-lookup' -H 'content-type: application/json' \\\n       -d '{{\"field\":\"phone\",\"values\":[\"{}\",\"13800138000\"]}}'", person.phone);
+    println!("  curl -s 'http://{listen}/v1/indexer/status'\n");
+}
+
+fn urlencode(text: &str) -> String {
+    let mut out = String::new();
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}

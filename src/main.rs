@@ -1,0 +1,206 @@
+//! `hbidx`: the secondary-index sidecar for Apache HBase.
+//!
+//! Every subcommand takes `--config FILE` (default: the example `user` table built into the
+//! binary, the same as `deploy/config/hbidx.toml`). Errors print one line naming the problem and
+//! exit with code 2.
+
+mod bench;
+mod demo;
+mod people;
+mod server;
+mod tools;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The example config shipped in the repository, so that every command works out of the box.
+pub const EXAMPLE_CONFIG: &str = include_str!("../deploy/config/hbidx.toml");
+
+#[derive(Parser)]
+#[command(
+    name = "hbidx",
+    version,
+    about = "Secondary indexes for Apache HBase: find rows by phone, idcard or name",
+    long_about = "hbidx keeps tantivy indexes of field value -> rowkey next to an HBase table, so \
+rows whose rowkey is hashed or salted (e.g. substr(md5(uid),0,6)+uid, which spreads writes over \
+regions) can still be found by phone, PRC idcard or name. A lookup resolves values to rowkeys in \
+the index, then multi-gets the rows from the store.\n\nStart with `hbidx demo`."
+)]
+struct Cli {
+    /// Table config (TOML). Defaults to the built-in example (`deploy/config/hbidx.toml`).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log filter, e.g. `info` or `hbidx=debug` (env: RUST_LOG).
+    #[arg(long, global = true, default_value = "info,lsm_tree=warn,fjall=warn,tantivy=warn", env = "RUST_LOG")]
+    log: String,
+    /// Log as JSON lines.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate table configs.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+    /// Print the rowkey a natural key maps to, in hex and in HBase's printable form.
+    ///
+    /// The rowkey design (hash prefix, salt, modulo, ring, reversal, reverse timestamp) comes from
+    /// the table config. With a random salt the rowkey can't be rebuilt from the key, so every
+    /// candidate is printed: that is why such tables need the index.
+    Rowkey {
+        table: String,
+        key: String,
+    },
+    /// Print pre-split points for a table (what `create ... SPLITS => [...]` takes).
+    ///
+    /// hex/uniform/decimal reproduce HBase's RegionSplitter (HexStringSplit, UniformSplit,
+    /// DecimalStringSplit); codec splits at the rowkey design's bucket boundaries; sampled sorts
+    /// a key sample and takes every k-th key.
+    Splits {
+        table: String,
+        /// Number of regions (split points = regions - 1).
+        #[arg(long)]
+        regions: Option<u32>,
+        #[arg(long, value_enum)]
+        algo: Option<tools::SplitAlgoArg>,
+        /// For --algo sampled: natural keys, one per line (default: 100k generated sequential uids).
+        #[arg(long, value_name = "FILE")]
+        sample: Option<PathBuf>,
+    },
+    /// Print the HBase shell `create` statement for a table, with families and SPLITS.
+    Ddl { table: String },
+    /// Show how a key sample spreads over the table's regions: a table and a bar chart.
+    ///
+    /// Sequential keys under a plain rowkey all land in one region (a hotspot); a hashed or
+    /// salted design spreads them. Compare with --pattern sequential and a config whose rowkey
+    /// has no prefix.
+    Hotspot {
+        table: String,
+        /// Natural keys, one per line.
+        #[arg(long, value_name = "FILE", conflicts_with = "generate")]
+        sample: Option<PathBuf>,
+        /// Generate this many keys instead of reading a sample.
+        #[arg(long, value_name = "N")]
+        generate: Option<usize>,
+        #[arg(long, value_enum, default_value = "sequential")]
+        pattern: tools::Pattern,
+        /// Number of regions (default: the table's configured splits, else 10).
+        #[arg(long)]
+        regions: Option<u32>,
+    },
+    /// Run hbidx for real: the embedded store, indexers and the REST service.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "data/hbidx")]
+        data_dir: PathBuf,
+    },
+    /// Try hbidx on one machine: generate people, index them and serve lookups.
+    ///
+    /// Creates the data dir, loads a realistic data set (Chinese and Latin names, valid mobile
+    /// numbers and idcards) through the store's change feed into the index, prints curl
+    /// commands that work, and serves. Re-running on the same data dir reuses it.
+    Demo {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        #[arg(long, default_value = "data/demo")]
+        data_dir: PathBuf,
+        #[arg(long, default_value_t = 100_000)]
+        rows: usize,
+        /// Load and index, print the summary, then exit instead of serving.
+        #[arg(long)]
+        no_serve: bool,
+    },
+    /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand)]
+enum SchemaCommand {
+    /// Parse and validate a config file; print its tables.
+    Check { file: PathBuf },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(&cli.log, cli.log_json);
+    if let Err(err) = run(cli) {
+        eprintln!("error: {err:#}");
+        std::process::exit(2);
+    }
+}
+
+fn init_logging(filter: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let config_text = tools::read_config_text(cli.config.as_deref())?;
+    match cli.command {
+        Command::Schema {
+            command: SchemaCommand::Check { file },
+        } => tools::schema_check(&file),
+        Command::Rowkey { table, key } => tools::rowkey(&config_text, &table, &key),
+        Command::Splits {
+            table,
+            regions,
+            algo,
+            sample,
+        } => tools::splits(&config_text, &table, regions, algo, sample.as_deref()),
+        Command::Ddl { table } => tools::ddl(&config_text, &table),
+        Command::Hotspot {
+            table,
+            sample,
+            generate,
+            pattern,
+            regions,
+        } => tools::hotspot(&config_text, &table, sample.as_deref(), generate, pattern, regions),
+        Command::Serve { listen, data_dir } => {
+            let config = tools::parse(&config_text)?;
+            tokio_runtime()?.block_on(async move {
+                let runtime = server::open(&config, &data_dir, &Default::default())?;
+                let listener = server::bind(listen).await?;
+                let bound = listener.local_addr()?;
+                tracing::info!(listen = %bound, data_dir = %data_dir.display(), "serving");
+                // Tests and scripts read this line to find an ephemeral port.
+                eprintln!("listening on http://{bound}");
+                runtime.serve(listener).await
+            })
+        }
+        Command::Demo {
+            listen,
+            data_dir,
+            rows,
+            no_serve,
+        } => {
+            let config = tools::parse(&config_text)?;
+            tokio_runtime()?.block_on(demo::run(config, listen, data_dir, rows, no_serve))
+        }
+        Command::Bench(args) => {
+            let config = tools::parse(&config_text)?;
+            tokio_runtime()?.block_on(bench::run(config, args))
+        }
+    }
+}
+
+fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}

@@ -1,0 +1,63 @@
+//! The store's error type.
+
+/// Everything that can go wrong reading or writing rows.
+///
+/// Messages are lowercase and carry no trailing punctuation so they compose into larger messages.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The table was not declared when the store was opened.
+    #[error("unknown table `{0}`")]
+    UnknownTable(String),
+
+    /// The storage engine (or, for remote stores, the server) failed an operation. Usually an IO
+    /// error; not caused by the request.
+    #[error("storage error: {0}")]
+    Storage(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+
+    /// Stored bytes could not be decoded: a row state or feed event written by an incompatible
+    /// version, or damaged on disk.
+    #[error("corrupt data in table `{table}` at key {key}: {reason}")]
+    Corrupt {
+        /// The table whose data is damaged (or `<meta>` for the store's own metadata).
+        table: String,
+        /// The damaged key, escaped for printing.
+        key: String,
+        /// What failed to decode.
+        reason: String,
+    },
+
+    /// A mutation is malformed: empty rowkey, no operations, or a column without a family. Nothing
+    /// of the batch it came in was written.
+    #[error("invalid mutation: {reason}")]
+    InvalidMutation {
+        /// Which rule the mutation broke.
+        reason: String,
+    },
+
+    /// A read request or an open argument is malformed (a scan batch of 0, an unusable table
+    /// name).
+    #[error("invalid request: {reason}")]
+    InvalidRequest {
+        /// Which rule the request broke.
+        reason: String,
+    },
+
+    /// The store can't be reached right now; retrying later may succeed. Not produced by the
+    /// embedded store; reserved for remote stores.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl From<fjall::Error> for StoreError {
+    fn from(error: fjall::Error) -> Self {
+        StoreError::Storage(Box::new(error))
+    }
+}
+
+/// The crate's result alias.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Renders a binary key for error messages: printable ASCII as is, everything else `\xNN`.
+pub(crate) fn escape_key(key: &[u8]) -> String {
+    key.escape_ascii().to_string()
+}

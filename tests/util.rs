@@ -1,0 +1,169 @@
+//! Helpers for the end-to-end tests: start the real `hbidx` binary on an ephemeral port with a
+//! real data dir, and talk to it over HTTP.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub data_dir: PathBuf,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Runs `hbidx <args> --listen 127.0.0.1:0 --data-dir <dir>` and waits for its
+    /// "listening on" line.
+    pub fn start(subcommand: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hbidx"));
+        command
+            .args(subcommand)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("hbidx starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let stdout = child.stdout.take().expect("stdout piped");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Some(addr) = line.split("listening on http://").nth(1) {
+                        let addr = addr.split_whitespace().next().unwrap_or_default().to_string();
+                        let _ = tx.send(addr);
+                    }
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let addr = match rx.recv_timeout(Duration::from_secs(300)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("hbidx did not start; log:\n{}", log.lock().unwrap().join("\n"));
+            }
+        };
+        Server {
+            child,
+            base: format!("http://{addr}"),
+            data_dir: data_dir.to_path_buf(),
+            log,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// SIGKILL: no shutdown hook runs, no final commit.
+    pub fn kill9(mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("wait");
+    }
+
+    /// SIGTERM and wait: the graceful path.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        panic!("hbidx did not stop on SIGTERM");
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// GET and parse JSON, returning (status, body).
+pub fn get(url: &str) -> (u16, Value) {
+    let response = client().get(url).send().expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+pub fn put(url: &str, body: &Value) -> (u16, Value) {
+    let response = client().put(url).json(body).send().expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+pub fn delete(url: &str) -> (u16, Value) {
+    let response = client().delete(url).send().expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+pub fn post(url: &str, body: &Value) -> (u16, Value) {
+    let response = client().post(url).json(body).send().expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(Value::Null))
+}
+
+/// Retries `check` until it returns Some or the deadline passes.
+pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The natural keys of the rows in a lookup response, sorted.
+pub fn keys(body: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = body["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|row| row["key"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    keys.sort();
+    keys
+}
