@@ -62,9 +62,10 @@ fn rss_kib(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
-            status.lines().find(|l| l.starts_with(key)).and_then(|line| {
-                line.split_whitespace().nth(1).and_then(|v| v.parse().ok())
-            })
+            status
+                .lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|line| line.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
 }
@@ -87,14 +88,21 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         );
         for p in &people {
-            writeln!(out, "{},{},{},{},{}", p.uid, p.name, p.phone, p.idcard, p.city)?;
+            writeln!(
+                out,
+                "{},{},{},{},{}",
+                p.uid, p.name, p.phone, p.idcard, p.city
+            )?;
         }
         out.flush()?;
     }
 
     // Phase 1: fill the store and its change feed with no indexer running.
     {
-        let store = hbidx_store::EmbeddedStore::open(&data_dir.join("store"), &[table.name.clone()])?;
+        let store = hbidx_store::EmbeddedStore::open(
+            &data_dir.join("store"),
+            std::slice::from_ref(&table.name),
+        )?;
         let ts = now_ms();
         let started = Instant::now();
         for chunk in people.chunks(1000) {
@@ -105,7 +113,10 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             store.mutate_sync(batch)?;
         }
         let secs = started.elapsed().as_secs_f64();
-        report.push(Row("store load (fjall + change feed)", format!("{:.0} rows/s", args.rows as f64 / secs)));
+        report.push(Row(
+            "store load (fjall + change feed)",
+            format!("{:.0} rows/s", args.rows as f64 / secs),
+        ));
     }
 
     // Phase 2: index the whole feed.
@@ -116,15 +127,27 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     let secs = started.elapsed().as_secs_f64();
     report.push(Row(
         "indexing throughput (feed → tantivy)",
-        format!("{:.0} events/s ({} events in {:.2}s)", args.rows as f64 / secs, args.rows, secs),
+        format!(
+            "{:.0} events/s ({} events in {:.2}s)",
+            args.rows as f64 / secs,
+            args.rows,
+            secs
+        ),
     ));
 
     // Phase 3: event → searchable latency at a steady write rate.
-    let runtime_table = runtime.state.tables.get(&table.name).context("table missing")?.clone();
+    let runtime_table = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .context("table missing")?
+        .clone();
     let mut latencies = Vec::with_capacity(args.latency_writes);
     {
         let mut indexed = runtime_table.indexed.clone();
-        let extra = PeopleGen::new(DEMO_SEED ^ 0x5eed).skip(args.rows).take(args.latency_writes);
+        let extra = PeopleGen::new(DEMO_SEED ^ 0x5eed)
+            .skip(args.rows)
+            .take(args.latency_writes);
         let mut pending: std::collections::VecDeque<(i64, Instant)> = Default::default();
         let mut ticker = tokio::time::interval(Duration::from_millis(2));
         let mut people = extra.into_iter();
@@ -185,9 +208,14 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         let app = hbidx_query::app(runtime.state.clone());
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
         let script = data_dir.join("phones.lua");
-        write_wrk_script(&script, &table.name, people.iter().take(50_000).map(|p| p.phone.as_str()))?;
+        write_wrk_script(
+            &script,
+            &table.name,
+            people.iter().take(50_000).map(|p| p.phone.as_str()),
+        )?;
         let url = format!("http://{addr}");
-        let (wrk_threads, connections, seconds) = (args.wrk_threads, args.connections, args.lookup_seconds);
+        let (wrk_threads, connections, seconds) =
+            (args.wrk_threads, args.connections, args.lookup_seconds);
         let output = tokio::task::spawn_blocking(move || {
             Command::new("wrk")
                 .args([
@@ -205,11 +233,17 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         match output {
             Ok(output) if output.status.success() => {
                 let text = String::from_utf8_lossy(&output.stdout);
-                report.push(Row("lookup by phone over HTTP (wrk)", summarize_wrk(&text, wrk_threads, connections)));
+                report.push(Row(
+                    "lookup by phone over HTTP (wrk)",
+                    summarize_wrk(&text, wrk_threads, connections),
+                ));
             }
             Ok(output) => report.push(Row(
                 "lookup by phone over HTTP (wrk)",
-                format!("wrk failed: {}", String::from_utf8_lossy(&output.stderr).trim()),
+                format!(
+                    "wrk failed: {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
             )),
             Err(err) => report.push(Row(
                 "lookup by phone over HTTP (wrk)",
@@ -221,7 +255,11 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
 
     report.push(Row(
         "RSS",
-        format!("{:.0} MB now, {:.0} MB peak", rss_kib("VmRSS:") as f64 / 1024.0, rss_kib("VmHWM:") as f64 / 1024.0),
+        format!(
+            "{:.0} MB now, {:.0} MB peak",
+            rss_kib("VmRSS:") as f64 / 1024.0,
+            rss_kib("VmHWM:") as f64 / 1024.0
+        ),
     ));
     let indexers = runtime.indexers;
     tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown())).await?;
@@ -242,7 +280,11 @@ fn tempfile_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn write_wrk_script<'a>(path: &std::path::Path, table: &str, phones: impl Iterator<Item = &'a str>) -> Result<()> {
+fn write_wrk_script<'a>(
+    path: &std::path::Path,
+    table: &str,
+    phones: impl Iterator<Item = &'a str>,
+) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(out, "local phones = {{")?;
     for phone in phones {

@@ -9,7 +9,7 @@ use hbidx_schema::config::{Config, FieldKind, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::people::{Person, PeopleGen};
+use crate::people::{PeopleGen, Person};
 use crate::server;
 
 /// The demo data set is deterministic so the printed examples match what was loaded.
@@ -35,7 +35,11 @@ impl PersonColumns {
                 .find(|f| f.kind == kind)
                 .map(|f| f.column.clone())
                 .with_context(|| {
-                    format!("table \"{}\" has no {} field; the demo needs one", table.name, kind.as_str())
+                    format!(
+                        "table \"{}\" has no {} field; the demo needs one",
+                        table.name,
+                        kind.as_str()
+                    )
                 })
         };
         let name = column_of(FieldKind::Name)?;
@@ -108,8 +112,11 @@ pub async fn run(
         );
     } else {
         load(&runtime, &table, &columns, rows)?;
-        std::fs::write(&marker, format!("{{\"rows\":{rows},\"seed\":{DEMO_SEED}}}\n"))
-            .with_context(|| format!("writing {}", marker.display()))?;
+        std::fs::write(
+            &marker,
+            format!("{{\"rows\":{rows},\"seed\":{DEMO_SEED}}}\n"),
+        )
+        .with_context(|| format!("writing {}", marker.display()))?;
     }
     let started = Instant::now();
     runtime.wait_caught_up(Duration::from_secs(600)).await?;
@@ -133,7 +140,8 @@ pub async fn run(
     if no_serve {
         print_examples(listen, &table, &example);
         let indexers = runtime.indexers;
-        tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown())).await?;
+        tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown()))
+            .await?;
         return Ok(());
     }
     let listener = server::bind(listen).await?;
@@ -151,10 +159,8 @@ fn load(
 ) -> Result<()> {
     let bar = ProgressBar::new(rows as u64);
     bar.set_style(
-        ProgressStyle::with_template(
-            "loading {bar:40} {pos}/{len} rows  {per_sec}  eta {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("loading {bar:40} {pos}/{len} rows  {per_sec}  eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let ts = now_ms();
     let mut batch = Vec::with_capacity(BATCH);
@@ -177,10 +183,16 @@ fn load(
 fn print_examples(listen: SocketAddr, table: &TableConfig, person: &Person) {
     let base = format!("http://{listen}/v1/tables/{}", table.name);
     let tail = &person.phone[person.phone.len().saturating_sub(4)..];
-    println!("\nTry these (the first generated person is {} / uid {}):\n", person.name, person.uid);
+    println!(
+        "\nTry these (the first generated person is {} / uid {}):\n",
+        person.name, person.uid
+    );
     println!("  curl -s '{base}/rows?phone={}'", person.phone);
     println!("  curl -s '{base}/rows?idcard={}'", person.idcard);
-    println!("  curl -s '{base}/rows?name={}&limit=5'", urlencode(&person.name));
+    println!(
+        "  curl -s '{base}/rows?name={}&limit=5'",
+        urlencode(&person.name)
+    );
     println!("  curl -s '{base}/rows?name=%E5%BC%A0&match=prefix&limit=5'");
     println!("  curl -s '{base}/rows?name=zhangsan&match=pinyin&limit=5'");
     println!("  curl -s '{base}/rows?phone_suffix={tail}&limit=5&columns=info:name,info:phone'");
@@ -189,7 +201,10 @@ fn print_examples(listen: SocketAddr, table: &TableConfig, person: &Person) {
         "  curl -s -X PUT '{base}/rows/u99999999?wait=indexed' -H 'content-type: application/json' \\\n       -d '{{\"cells\":{{\"info:name\":\"张三\",\"info:phone\":\"13800138000\"}}}}'"
     );
     println!("  curl -s '{base}/rows?phone=13800138000'");
-    println!("  curl -s -X POST '{base}/rows:batch-lookup' -H 'content-type: application/json' \\\n       -d '{{\"field\":\"phone\",\"values\":[\"{}\",\"13800138000\"]}}'", person.phone);
+    println!(
+        "  curl -s -X POST '{base}/rows:batch-lookup' -H 'content-type: application/json' \\\n       -d '{{\"field\":\"phone\",\"values\":[\"{}\",\"13800138000\"]}}'",
+        person.phone
+    );
     println!("  curl -s 'http://{listen}/v1/indexer/status'\n");
 }
 

@@ -33,7 +33,12 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Log filter, e.g. `info` or `hbidx=debug` (env: RUST_LOG).
-    #[arg(long, global = true, default_value = "info,lsm_tree=warn,fjall=warn,tantivy=warn", env = "RUST_LOG")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "info,lsm_tree=warn,fjall=warn,tantivy=warn",
+        env = "RUST_LOG"
+    )]
     log: String,
     /// Log as JSON lines.
     #[arg(long, global = true)]
@@ -54,10 +59,7 @@ enum Command {
     /// The rowkey design (hash prefix, salt, modulo, ring, reversal, reverse timestamp) comes from
     /// the table config. With a random salt the rowkey can't be rebuilt from the key, so every
     /// candidate is printed: that is why such tables need the index.
-    Rowkey {
-        table: String,
-        key: String,
-    },
+    Rowkey { table: String, key: String },
     /// Print pre-split points for a table (what `create ... SPLITS => [...]` takes).
     ///
     /// hex/uniform/decimal reproduce HBase's RegionSplitter (HexStringSplit, UniformSplit,
@@ -170,7 +172,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             generate,
             pattern,
             regions,
-        } => tools::hotspot(&config_text, &table, sample.as_deref(), generate, pattern, regions),
+        } => tools::hotspot(
+            &config_text,
+            &table,
+            sample.as_deref(),
+            generate,
+            pattern,
+            regions,
+        ),
         Command::Serve { listen, data_dir } => {
             let config = tools::parse(&config_text)?;
             tokio_runtime()?.block_on(async move {

@@ -32,12 +32,9 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
     for table in &config.tables {
         let table = Arc::new(table.clone());
         let index_dir = data_dir.join("index").join(&table.name);
-        let (writer, searcher) = hbidx_indexer::open_table_index(
-            &index_dir,
-            table.clone(),
-            &WriterOptions::default(),
-        )
-        .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
+        let (writer, searcher) =
+            hbidx_indexer::open_table_index(&index_dir, table.clone(), &WriterOptions::default())
+                .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
         let source = ChangeFeedSource::new(store.clone(), table.name.clone());
         let handle = hbidx_indexer::spawn(writer, Box::new(source), policy.clone())
             .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
@@ -72,7 +69,10 @@ impl Runtime {
             )
             .await
             .with_context(|| {
-                format!("the index of \"{}\" did not catch up in time", table.config.name)
+                format!(
+                    "the index of \"{}\" did not catch up in time",
+                    table.config.name
+                )
             })?
             .context("indexer stopped")?;
         }

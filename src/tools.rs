@@ -45,7 +45,10 @@ pub fn parse(text: &str) -> Result<Config> {
 fn table<'a>(config: &'a Config, name: &str) -> Result<&'a TableConfig> {
     config.table(name).ok_or_else(|| {
         let known: Vec<_> = config.tables.iter().map(|t| t.name.as_str()).collect();
-        anyhow!("unknown table \"{name}\"; the config has: {}", known.join(", "))
+        anyhow!(
+            "unknown table \"{name}\"; the config has: {}",
+            known.join(", ")
+        )
     })
 }
 
@@ -60,7 +63,12 @@ pub fn schema_check(file: &Path) -> Result<()> {
             .iter()
             .map(|f| format!("{} ({} @ {})", f.name, f.kind.as_str(), f.column))
             .collect();
-        println!("  {}: rowkey = {}; fields: {}", table.full_name(), table.rowkey.describe(), fields.join(", "));
+        println!(
+            "  {}: rowkey = {}; fields: {}",
+            table.full_name(),
+            table.rowkey.describe(),
+            fields.join(", ")
+        );
     }
     Ok(())
 }
@@ -75,8 +83,13 @@ pub fn rowkey(config_text: &str, table_name: &str, key: &str) -> Result<()> {
         println!("hex:       {}", hex::encode(&rowkey));
         println!("printable: {}", printable(&rowkey));
     } else {
-        println!("random salt: the rowkey can't be rebuilt from the key; the index is the only way to find the row. candidates:");
-        for rowkey in codec.candidate_rowkeys(key).map_err(|err| anyhow!("{err}"))? {
+        println!(
+            "random salt: the rowkey can't be rebuilt from the key; the index is the only way to find the row. candidates:"
+        );
+        for rowkey in codec
+            .candidate_rowkeys(key)
+            .map_err(|err| anyhow!("{err}"))?
+        {
             println!("  {}  {}", hex::encode(&rowkey), printable(&rowkey));
         }
     }
@@ -238,7 +251,14 @@ pub fn hotspot(
         pattern,
         map.region_count()
     );
-    println!("rowkey = {}:\n{}", table.rowkey.describe(), with_design.render(40));
-    println!("rowkey = key (no prefix), for comparison:\n{}", without.render(40));
+    println!(
+        "rowkey = {}:\n{}",
+        table.rowkey.describe(),
+        with_design.render(40)
+    );
+    println!(
+        "rowkey = key (no prefix), for comparison:\n{}",
+        without.render(40)
+    );
     Ok(())
 }

@@ -32,12 +32,21 @@ fn write_then_find_by_every_field_kind_update_delete_and_restart() {
     let id1 = idcard("19900307", 123);
     let id2 = idcard("19851111", 456);
 
-    let (status, body) = put(&format!("{rows}/u1?wait=indexed"), &person("张三", "138-0013-8000", &id1));
+    let (status, body) = put(
+        &format!("{rows}/u1?wait=indexed"),
+        &person("张三", "138-0013-8000", &id1),
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["indexed"], true);
-    let (status, _) = put(&format!("{rows}/u2?wait=indexed"), &person("张三丰", "+86 139 0000 1111", &id2));
+    let (status, _) = put(
+        &format!("{rows}/u2?wait=indexed"),
+        &person("张三丰", "+86 139 0000 1111", &id2),
+    );
     assert_eq!(status, 200);
-    let (status, _) = put(&format!("{rows}/u3?wait=indexed"), &person("曾小贤", "13700008000", &idcard("20000229", 7)));
+    let (status, _) = put(
+        &format!("{rows}/u3?wait=indexed"),
+        &person("曾小贤", "13700008000", &idcard("20000229", 7)),
+    );
     assert_eq!(status, 200);
 
     // Exact phone, in any common spelling.
@@ -45,21 +54,45 @@ fn write_then_find_by_every_field_kind_update_delete_and_restart() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(keys(&body), vec!["u1"]);
     assert_eq!(body["rows"][0]["cells"]["info:name"], "张三");
-    assert_eq!(keys(&get(&format!("{rows}?phone=%2B8613800138000")).1), vec!["u1"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?phone=%2B8613800138000")).1),
+        vec!["u1"]
+    );
     // Tail of the phone number: u1 and u3 both end in 8000.
-    assert_eq!(keys(&get(&format!("{rows}?phone_suffix=8000")).1), vec!["u1", "u3"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?phone_suffix=8000")).1),
+        vec!["u1", "u3"]
+    );
     // idcard, lowercase x accepted on lookup too.
     assert_eq!(keys(&get(&format!("{rows}?idcard={id2}")).1), vec!["u2"]);
     // Names: exact, prefix, partial, pinyin full and initials, polyphonic surname.
     assert_eq!(keys(&get(&format!("{rows}?name=张三")).1), vec!["u1"]);
-    assert_eq!(keys(&get(&format!("{rows}?name=张三&match=prefix")).1), vec!["u1", "u2"]);
-    assert_eq!(keys(&get(&format!("{rows}?name=三丰&match=partial")).1), vec!["u2"]);
-    assert_eq!(keys(&get(&format!("{rows}?name=zhangsan&match=pinyin")).1), vec!["u1"]);
-    assert_eq!(keys(&get(&format!("{rows}?name=zs&match=pinyin")).1), vec!["u1"]);
-    assert_eq!(keys(&get(&format!("{rows}?name=zengxiaoxian&match=pinyin")).1), vec!["u3"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=张三&match=prefix")).1),
+        vec!["u1", "u2"]
+    );
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=三丰&match=partial")).1),
+        vec!["u2"]
+    );
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=zhangsan&match=pinyin")).1),
+        vec!["u1"]
+    );
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=zs&match=pinyin")).1),
+        vec!["u1"]
+    );
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=zengxiaoxian&match=pinyin")).1),
+        vec!["u3"]
+    );
     assert!(keys(&get(&format!("{rows}?name=cengxiaoxian&match=pinyin")).1).is_empty());
     // AND of two fields.
-    assert_eq!(keys(&get(&format!("{rows}?name=张&match=prefix&phone_suffix=8000")).1), vec!["u1"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=张&match=prefix&phone_suffix=8000")).1),
+        vec!["u1"]
+    );
     // Projection and index_only.
     let (_, body) = get(&format!("{rows}?phone=13800138000&columns=info:name"));
     assert_eq!(body["rows"][0]["cells"], json!({"info:name": "张三"}));
@@ -75,7 +108,10 @@ fn write_then_find_by_every_field_kind_update_delete_and_restart() {
     // Paging with a cursor, in rowkey order, covers every match exactly once.
     let (_, page1) = get(&format!("{rows}?phone_suffix=8000&limit=1"));
     assert_eq!(page1["count"], 1);
-    let cursor = page1["next_cursor"].as_str().expect("a second page").to_string();
+    let cursor = page1["next_cursor"]
+        .as_str()
+        .expect("a second page")
+        .to_string();
     let (_, page2) = get(&format!("{rows}?phone_suffix=8000&limit=1&cursor={cursor}"));
     assert_eq!(page2["count"], 1);
     assert!(page2["next_cursor"].is_null());
@@ -91,23 +127,46 @@ fn write_then_find_by_every_field_kind_update_delete_and_restart() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["results"][0]["rows"][0]["key"], "u1");
-    assert!(body["results"][1]["error"].as_str().unwrap().contains("values[1]"));
+    assert!(
+        body["results"][1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("values[1]")
+    );
     assert_eq!(body["results"][2]["rows"][0]["key"], "u2");
 
     // A partial update (name only) keeps phone and idcard searchable; the old name is gone.
-    let (status, _) = put(&format!("{rows}/u1?wait=indexed"), &json!({"cells": {"info:name": "张四"}}));
+    let (status, _) = put(
+        &format!("{rows}/u1?wait=indexed"),
+        &json!({"cells": {"info:name": "张四"}}),
+    );
     assert_eq!(status, 200);
     assert!(keys(&get(&format!("{rows}?name=张三")).1).is_empty());
     assert_eq!(keys(&get(&format!("{rows}?name=张四")).1), vec!["u1"]);
-    assert_eq!(keys(&get(&format!("{rows}?phone=13800138000")).1), vec!["u1"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?phone=13800138000")).1),
+        vec!["u1"]
+    );
     assert_eq!(keys(&get(&format!("{rows}?idcard={id1}")).1), vec!["u1"]);
     // Changing the phone: the old number no longer finds the row.
-    put(&format!("{rows}/u1?wait=indexed"), &json!({"cells": {"info:phone": "13512345678"}}));
+    put(
+        &format!("{rows}/u1?wait=indexed"),
+        &json!({"cells": {"info:phone": "13512345678"}}),
+    );
     assert!(keys(&get(&format!("{rows}?phone=13800138000")).1).is_empty());
-    assert_eq!(keys(&get(&format!("{rows}?phone=13512345678")).1), vec!["u1"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?phone=13512345678")).1),
+        vec!["u1"]
+    );
     // An older write arriving late never overwrites the newer value.
-    put(&format!("{rows}/u1?wait=indexed"), &json!({"cells": {"info:phone": "13600000000"}, "ts": 1}));
-    assert_eq!(keys(&get(&format!("{rows}?phone=13512345678")).1), vec!["u1"]);
+    put(
+        &format!("{rows}/u1?wait=indexed"),
+        &json!({"cells": {"info:phone": "13600000000"}, "ts": 1}),
+    );
+    assert_eq!(
+        keys(&get(&format!("{rows}?phone=13512345678")).1),
+        vec!["u1"]
+    );
     assert!(keys(&get(&format!("{rows}?phone=13600000000")).1).is_empty());
 
     // Delete: gone from lookups and from the store.
@@ -120,10 +179,19 @@ fn write_then_find_by_every_field_kind_update_delete_and_restart() {
     server.stop();
     let server = serve(dir.path());
     let rows = server.url("/v1/tables/user/rows");
-    assert_eq!(keys(&get(&format!("{rows}?phone=13512345678")).1), vec!["u1"]);
-    assert_eq!(keys(&get(&format!("{rows}?name=zengxiaoxian&match=pinyin")).1), vec!["u3"]);
+    assert_eq!(
+        keys(&get(&format!("{rows}?phone=13512345678")).1),
+        vec!["u1"]
+    );
+    assert_eq!(
+        keys(&get(&format!("{rows}?name=zengxiaoxian&match=pinyin")).1),
+        vec!["u3"]
+    );
     assert!(keys(&get(&format!("{rows}?idcard={id2}")).1).is_empty());
-    assert_eq!(get(&format!("{rows}/u1")).1["rows"][0]["cells"]["info:name"], "张四");
+    assert_eq!(
+        get(&format!("{rows}/u1")).1["rows"][0]["cells"]["info:name"],
+        "张四"
+    );
 }
 
 #[test]
@@ -137,7 +205,12 @@ fn bad_inputs_get_400s_that_name_the_problem() {
         if !field.is_empty() {
             assert_eq!(body["error"]["field"], field, "{url}: {body}");
         }
-        assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
         body
     };
     let body = expect(format!("{rows}?phone=12345"), 400, "phone");
@@ -146,31 +219,65 @@ fn bad_inputs_get_400s_that_name_the_problem() {
     expect(format!("{rows}?idcard=110101199003071235"), 400, "idcard");
     expect(format!("{rows}?idcard=110101199002301234"), 400, "idcard");
     expect(format!("{rows}?email=a@b"), 400, "email");
-    expect(format!("{rows}?phone=13800138000&cursor=%%%"), 400, "cursor");
+    expect(
+        format!("{rows}?phone=13800138000&cursor=%%%"),
+        400,
+        "cursor",
+    );
     expect(format!("{rows}?phone=13800138000&limit=0"), 400, "limit");
-    expect(format!("{rows}?phone=13800138000&columns=nope:x"), 400, "columns");
+    expect(
+        format!("{rows}?phone=13800138000&columns=nope:x"),
+        400,
+        "columns",
+    );
     expect(format!("{rows}?name=x&match=fuzzy"), 400, "match");
     expect(format!("{rows}?name=张三&match=pinyin"), 400, "name");
     expect(format!("{rows}?phone_suffix=12"), 400, "phone_suffix");
-    expect(format!("{rows}"), 400, "query");
-    expect(server.url("/v1/tables/nope/rows?phone=13800138000"), 404, "");
+    expect(rows.clone(), 400, "query");
+    expect(
+        server.url("/v1/tables/nope/rows?phone=13800138000"),
+        404,
+        "",
+    );
 
-    let (status, body) = put(&format!("{rows}/u1"), &json!({"cells": {"info:phone": "not a phone"}}));
-    assert_eq!((status, body["error"]["field"].as_str()), (400, Some("cells.info:phone")), "{body}");
+    let (status, body) = put(
+        &format!("{rows}/u1"),
+        &json!({"cells": {"info:phone": "not a phone"}}),
+    );
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("cells.info:phone")),
+        "{body}"
+    );
     let (status, body) = put(&format!("{rows}/u1"), &json!({"cells": {"other:x": "1"}}));
-    assert_eq!((status, body["error"]["field"].as_str()), (400, Some("cells.other:x")), "{body}");
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("cells.other:x")),
+        "{body}"
+    );
     let (status, body) = put(&format!("{rows}/u1"), &json!({"cellz": {}}));
-    assert_eq!((status, body["error"]["field"].as_str()), (400, Some("body")), "{body}");
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("body")),
+        "{body}"
+    );
     let (status, body) = post(
         &server.url("/v1/tables/user/rows:batch-lookup"),
         &json!({"field": "phone", "values": vec!["13800138000"; 1001]}),
     );
-    assert_eq!((status, body["error"]["field"].as_str()), (400, Some("values")), "{body}");
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("values")),
+        "{body}"
+    );
     // Nothing was written by the rejected requests.
     assert_eq!(get(&format!("{rows}/u1")).0, 404);
     // Oversized bodies are refused, not buffered.
     let huge = "x".repeat(2 << 20);
-    let (status, _) = put(&format!("{rows}/u1"), &json!({"cells": {"info:city": huge}}));
+    let (status, _) = put(
+        &format!("{rows}/u1"),
+        &json!({"cells": {"info:city": huge}}),
+    );
     assert_eq!(status, 413);
 }
 
@@ -191,7 +298,8 @@ fn kill_9_during_bulk_write_then_index_agrees_with_store() {
                 let client = util::client();
                 let mut i = w;
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    let body = json!({"cells": {"info:name": format!("用户{i}"), "info:phone": phone(i)}});
+                    let body =
+                        json!({"cells": {"info:name": format!("用户{i}"), "info:phone": phone(i)}});
                     match client.put(format!("{rows}/k{i}")).json(&body).send() {
                         Ok(response) if response.status().is_success() => {
                             acknowledged.lock().unwrap().push(i)
@@ -210,7 +318,12 @@ fn kill_9_during_bulk_write_then_index_agrees_with_store() {
     });
     server.kill9();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let attempted: usize = writers.into_iter().map(|w| w.join().unwrap()).max().unwrap() + 4;
+    let attempted: usize = writers
+        .into_iter()
+        .map(|w| w.join().unwrap())
+        .max()
+        .unwrap()
+        + 4;
     let acknowledged = acknowledged.lock().unwrap().clone();
 
     let server = serve(dir.path());
@@ -229,12 +342,19 @@ fn kill_9_during_bulk_write_then_index_agrees_with_store() {
         let stored = get(&format!("{rows}/k{i}")).0 == 200;
         let (_, found) = get(&format!("{rows}?phone={}&index_only=true", phone(i)));
         let indexed = found["count"] == 1;
-        assert_eq!(stored, indexed, "k{i}: store has it = {stored}, index has it = {indexed}");
+        assert_eq!(
+            stored, indexed,
+            "k{i}: store has it = {stored}, index has it = {indexed}"
+        );
         in_store += usize::from(stored);
     }
     // Every acknowledged write survived the kill.
     for i in &acknowledged {
-        assert_eq!(get(&format!("{rows}/k{i}")).0, 200, "acknowledged write k{i} lost");
+        assert_eq!(
+            get(&format!("{rows}/k{i}")).0,
+            200,
+            "acknowledged write k{i} lost"
+        );
     }
     assert!(in_store >= acknowledged.len());
 }
@@ -244,13 +364,17 @@ fn demo_loads_serves_examples_and_reuses_its_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&["demo", "--rows", "3000"], dir.path(), &[]);
     // The first printed example works: look up the first generated person by phone.
-    let example = eventually("the demo prints curl examples", Duration::from_secs(10), || {
-        server
-            .log_text()
-            .lines()
-            .find(|l| l.contains("rows?phone="))
-            .map(str::to_string)
-    });
+    let example = eventually(
+        "the demo prints curl examples",
+        Duration::from_secs(10),
+        || {
+            server
+                .log_text()
+                .lines()
+                .find(|l| l.contains("rows?phone="))
+                .map(str::to_string)
+        },
+    );
     let url = example.split('\'').nth(1).expect("quoted url").to_string();
     let (status, body) = get(&url);
     assert_eq!(status, 200, "{body}");
@@ -263,7 +387,13 @@ fn demo_loads_serves_examples_and_reuses_its_data_dir() {
     server.stop();
     // Second run: no reload, no wipe.
     let server = Server::start(&["demo", "--rows", "3000"], dir.path(), &[]);
-    assert!(server.log_text().contains("reusing"), "{}", server.log_text());
-    let (status, body) = get(url.replace(url.split("/v1").next().unwrap(), &server.base).as_str());
+    assert!(
+        server.log_text().contains("reusing"),
+        "{}",
+        server.log_text()
+    );
+    let (status, body) = get(url
+        .replace(url.split("/v1").next().unwrap(), &server.base)
+        .as_str());
     assert_eq!((status, body["count"].as_u64()), (200, Some(1)));
 }

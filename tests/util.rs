@@ -28,7 +28,6 @@ impl Server {
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra)
-            .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("hbidx starts");
@@ -41,7 +40,11 @@ impl Server {
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if let Some(addr) = line.split("listening on http://").nth(1) {
-                        let addr = addr.split_whitespace().next().unwrap_or_default().to_string();
+                        let addr = addr
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_string();
                         let _ = tx.send(addr);
                     }
                     log.lock().unwrap().push(line);
@@ -60,7 +63,10 @@ impl Server {
             Ok(addr) => addr,
             Err(_) => {
                 let _ = child.kill();
-                panic!("hbidx did not start; log:\n{}", log.lock().unwrap().join("\n"));
+                panic!(
+                    "hbidx did not start; log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
             }
         };
         Server {

@@ -430,8 +430,14 @@ mod tests {
             ("区志", "ouzhi", "quzhi"),
         ] {
             let spellings = pinyin_spellings(name);
-            assert!(spellings.contains(&full.to_string()), "{name}: {spellings:?}");
-            assert!(!spellings.contains(&wrong.to_string()), "{name}: {spellings:?}");
+            assert!(
+                spellings.contains(&full.to_string()),
+                "{name}: {spellings:?}"
+            );
+            assert!(
+                !spellings.contains(&wrong.to_string()),
+                "{name}: {spellings:?}"
+            );
         }
         let compound = pinyin_spellings("欧阳修");
         assert!(compound.contains(&"ouyangxiu".to_string()), "{compound:?}");

@@ -69,7 +69,10 @@ mod tests {
         assert_eq!(checkpoint.position("changefeed", 0), Some(10));
         let back = Checkpoint::from_payload(Some(&checkpoint.to_payload())).unwrap();
         assert_eq!(back, checkpoint);
-        assert_eq!(Checkpoint::from_payload(None).unwrap(), Checkpoint::default());
+        assert_eq!(
+            Checkpoint::from_payload(None).unwrap(),
+            Checkpoint::default()
+        );
         assert!(Checkpoint::from_payload(Some("not json")).is_err());
     }
 }

@@ -20,9 +20,7 @@ use hbidx_schema::model::{CellOp, Mutation};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
 use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
-use tantivy::schema::{
-    Field, FAST, IndexRecordOption, STORED, STRING, Schema, Value,
-};
+use tantivy::schema::{FAST, Field, IndexRecordOption, STORED, STRING, Schema, Value};
 use tantivy::{
     DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
 };
@@ -62,7 +60,8 @@ fn build_schema(table: &TableConfig) -> (Schema, Fields) {
     for field in &table.fields {
         let name = &field.name;
         let exact = builder.add_text_field(name, STRING);
-        let mut sub = |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), STRING));
+        let mut sub =
+            |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), STRING));
         let (tail, prefix, gram, pinyin) = match field.kind {
             FieldKind::Phone => (sub(TAIL), None, None, None),
             FieldKind::Name => (None, sub(PREFIX), sub(GRAM), sub(PINYIN)),
@@ -247,7 +246,12 @@ impl TableIndexWriter {
         Ok(outcome)
     }
 
-    fn build_doc(&self, rowkey: &[u8], rowkey_hex: &str, state: &RowState) -> (TantivyDocument, u32) {
+    fn build_doc(
+        &self,
+        rowkey: &[u8],
+        rowkey_hex: &str,
+        state: &RowState,
+    ) -> (TantivyDocument, u32) {
         let mut doc = TantivyDocument::default();
         doc.add_text(self.fields.rowkey, rowkey_hex);
         if let Ok(key) = self.table.rowkey.decode(rowkey) {
@@ -435,18 +439,25 @@ impl TableSearcher {
             clauses.push((
                 Occur::Must,
                 Box::new(RangeQuery::new(
-                    Bound::Excluded(Term::from_field_text(self.fields.rowkey, &hex::encode(after))),
+                    Bound::Excluded(Term::from_field_text(
+                        self.fields.rowkey,
+                        &hex::encode(after),
+                    )),
                     Bound::Unbounded,
                 )),
             ));
         }
         let query: Box<dyn Query> = if clauses.len() == 1 {
-            clauses.pop().map(|(_, q)| q).unwrap_or_else(|| Box::new(BooleanQuery::new(vec![])))
+            clauses
+                .pop()
+                .map(|(_, q)| q)
+                .unwrap_or_else(|| Box::new(BooleanQuery::new(vec![])))
         } else {
             Box::new(BooleanQuery::new(clauses))
         };
         let searcher = self.reader.searcher();
-        let collector = TopDocs::with_limit(limit + 1).order_by_string_fast_field("_rk", Order::Asc);
+        let collector =
+            TopDocs::with_limit(limit + 1).order_by_string_fast_field("_rk", Order::Asc);
         let hits = searcher.search(&query, &collector)?;
         let has_more = hits.len() > limit;
         let mut rowkeys = Vec::with_capacity(hits.len().min(limit));

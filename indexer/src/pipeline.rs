@@ -63,10 +63,10 @@ impl IndexerHandle {
     /// Stops the loop after a final commit and waits for it.
     pub fn shutdown(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                tracing::error!(table = %self.table, "indexer thread panicked");
-            }
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::error!(table = %self.table, "indexer thread panicked");
         }
     }
 }
@@ -101,7 +101,16 @@ pub fn spawn(
         let table = table.clone();
         std::thread::Builder::new()
             .name(format!("indexer-{table}"))
-            .spawn(move || run(&mut writer, source.as_mut(), &policy, &stats, &stop, &publish))
+            .spawn(move || {
+                run(
+                    &mut writer,
+                    source.as_mut(),
+                    &policy,
+                    &stats,
+                    &stop,
+                    &publish,
+                )
+            })
             .map_err(|err| crate::IndexerError::Source {
                 source_name: table.clone(),
                 reason: format!("cannot start indexer thread: {err}"),
@@ -142,7 +151,12 @@ fn run(
                     let mut applied = 0u64;
                     let mut failed = false;
                     for event in &events {
-                        match writer.apply(&event.mutation, &source_name, event.partition, event.offset) {
+                        match writer.apply(
+                            &event.mutation,
+                            &source_name,
+                            event.partition,
+                            event.offset,
+                        ) {
                             Ok(outcome) => {
                                 applied += 1;
                                 if outcome.invalid_values > 0 {

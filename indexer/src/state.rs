@@ -101,7 +101,8 @@ impl RowState {
         match self.cells.iter_mut().find(|cell| cell.column == column) {
             Some(cell) => {
                 // Newer wins; on a tie a delete wins over a put, and a put replaces a put.
-                let wins = ts > cell.ts || (ts == cell.ts && (value.is_none() || cell.value.is_some()));
+                let wins =
+                    ts > cell.ts || (ts == cell.ts && (value.is_none() || cell.value.is_some()));
                 if !wins || (cell.ts == ts && cell.value == value) {
                     return false;
                 }
@@ -188,10 +189,22 @@ mod tests {
     fn delete_wins_tie_and_apply_is_idempotent() {
         let mut state = RowState::default();
         state.apply(&put("info:phone", 7, "1"), all);
-        state.apply(&CellOp::DeleteCell { column: "info:phone".into(), ts: 7 }, all);
+        state.apply(
+            &CellOp::DeleteCell {
+                column: "info:phone".into(),
+                ts: 7,
+            },
+            all,
+        );
         assert_eq!(state.value("info:phone"), None);
         let snapshot = state.clone();
-        state.apply(&CellOp::DeleteCell { column: "info:phone".into(), ts: 7 }, all);
+        state.apply(
+            &CellOp::DeleteCell {
+                column: "info:phone".into(),
+                ts: 7,
+            },
+            all,
+        );
         state.apply(&put("info:phone", 7, "1"), all);
         assert_eq!(state, snapshot);
     }
@@ -201,7 +214,13 @@ mod tests {
         let mut state = RowState::default();
         state.apply(&put("info:name", 1, "a"), all);
         state.apply(&put("extra:name", 1, "b"), all);
-        state.apply(&CellOp::DeleteFamily { family: "info".into(), ts: 3 }, all);
+        state.apply(
+            &CellOp::DeleteFamily {
+                family: "info".into(),
+                ts: 3,
+            },
+            all,
+        );
         assert_eq!(state.value("info:name"), None);
         assert_eq!(state.value("extra:name"), Some("b"));
         assert!(!state.apply(&put("info:name", 2, "late"), all));

@@ -75,7 +75,8 @@ impl IntoResponse for ApiError {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", None)
             }
         };
-        let message = if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE
+        let message = if status.is_server_error()
+            && status != StatusCode::SERVICE_UNAVAILABLE
             && status != StatusCode::GATEWAY_TIMEOUT
         {
             tracing::error!(error = %self, "request failed");

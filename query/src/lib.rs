@@ -102,7 +102,10 @@ pub fn app(state: SharedState) -> Router {
         .route("/readyz", get(ready))
         .route("/v1/tables", get(list_tables))
         .route("/v1/tables/{table}/rows", get(lookup::get_rows))
-        .route("/v1/tables/{table}/rows:batch-lookup", post(lookup::batch_lookup))
+        .route(
+            "/v1/tables/{table}/rows:batch-lookup",
+            post(lookup::batch_lookup),
+        )
         .route(
             "/v1/tables/{table}/rows/{key}",
             get(write::get_row)

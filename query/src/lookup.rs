@@ -62,7 +62,11 @@ fn resolve_field<'a>(table: &'a TableConfig, param: &str) -> Option<&'a IndexedF
 }
 
 /// Parsed `columns=` projection: `None` means all columns.
-pub(crate) fn parse_columns(table: &TableConfig, field: &str, raw: &str) -> Result<Vec<String>, ApiError> {
+pub(crate) fn parse_columns(
+    table: &TableConfig,
+    field: &str,
+    raw: &str,
+) -> Result<Vec<String>, ApiError> {
     let mut columns = Vec::new();
     for column in raw.split(',').map(str::trim).filter(|c| !c.is_empty()) {
         let family = column.split(':').next().unwrap_or_default();
@@ -173,7 +177,11 @@ fn parse_rows_query(
         .into_iter()
         .map(|(param, field, suffix, raw)| {
             // match= applies to name fields; other kinds are always exact.
-            let field_mode = if field.kind == FieldKind::Name { mode } else { MatchMode::Exact };
+            let field_mode = if field.kind == FieldKind::Name {
+                mode
+            } else {
+                MatchMode::Exact
+            };
             Condition::build(param, field, field_mode, suffix, raw)
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -195,10 +203,10 @@ fn fetch_columns(
     let projection = projection?;
     let mut columns: Vec<String> = projection.to_vec();
     for condition in conditions {
-        if let Some(field) = table.field(&condition.field) {
-            if !columns.contains(&field.column) {
-                columns.push(field.column.clone());
-            }
+        if let Some(field) = table.field(&condition.field)
+            && !columns.contains(&field.column)
+        {
+            columns.push(field.column.clone());
         }
     }
     Some(columns)
@@ -345,6 +353,9 @@ pub struct BatchResponse {
     pub took_ms: f64,
 }
 
+/// One batch value's condition and the rowkeys the index gave for it.
+type ValueHits = (Condition, Vec<Vec<u8>>);
+
 pub async fn batch_lookup(
     State(state): State<SharedState>,
     Path(table_name): Path<String>,
@@ -357,11 +368,18 @@ pub async fn batch_lookup(
     if request.values.is_empty() || request.values.len() > limits.max_batch_values {
         return Err(ApiError::bad_request(
             "values",
-            format!("give 1 to {} values, got {}", limits.max_batch_values, request.values.len()),
+            format!(
+                "give 1 to {} values, got {}",
+                limits.max_batch_values,
+                request.values.len()
+            ),
         ));
     }
     let field = resolve_field(table, &request.field).ok_or_else(|| {
-        ApiError::bad_request("field", format!("\"{}\" is not a lookup field of this table", request.field))
+        ApiError::bad_request(
+            "field",
+            format!("\"{}\" is not a lookup field of this table", request.field),
+        )
     })?;
     let mode = match request.match_mode.as_deref() {
         None => MatchMode::Exact,
@@ -383,17 +401,22 @@ pub async fn batch_lookup(
     state.counters.lookups.fetch_add(1, Ordering::Relaxed);
 
     // Resolve every value through the index first, then fetch all rows in ONE multi-get.
-    let mut per_value_hits: Vec<Result<(Condition, Vec<Vec<u8>>), String>> = Vec::new();
+    let mut per_value_hits: Vec<Result<ValueHits, String>> = Vec::new();
     let mut unique: Vec<Vec<u8>> = Vec::new();
     let mut position: HashMap<Vec<u8>, usize> = HashMap::new();
     for (i, raw) in request.values.iter().enumerate() {
         let param = format!("values[{i}]");
-        let field_mode = if field.kind == FieldKind::Name { mode } else { MatchMode::Exact };
+        let field_mode = if field.kind == FieldKind::Name {
+            mode
+        } else {
+            MatchMode::Exact
+        };
         match Condition::build(&param, field, field_mode, false, raw) {
             Ok(condition) => {
-                let page = runtime
-                    .searcher
-                    .lookup(std::slice::from_ref(&condition), per_value, None)?;
+                let page =
+                    runtime
+                        .searcher
+                        .lookup(std::slice::from_ref(&condition), per_value, None)?;
                 for rowkey in &page.rowkeys {
                     if !position.contains_key(rowkey) {
                         position.insert(rowkey.clone(), unique.len());

@@ -97,6 +97,20 @@ async fn rowkey_for_write(
         .map_err(|err| ApiError::bad_request("key", err.to_string()))
 }
 
+/// Every rowkey a natural key may be stored under: one for deterministic designs, every bucket
+/// for a random salt.
+fn existing_rowkeys(
+    codec: &hbidx_schema::codec::RowkeyCodec,
+    key: &str,
+) -> Result<Vec<Vec<u8>>, ApiError> {
+    let rowkeys = if codec.is_deterministic() {
+        codec.encode(key).map(|rowkey| vec![rowkey])
+    } else {
+        codec.candidate_rowkeys(key)
+    };
+    rowkeys.map_err(|err| ApiError::bad_request("key", err.to_string()))
+}
+
 fn rand_rng() -> impl rand::Rng {
     rand::rng()
 }
@@ -111,7 +125,9 @@ async fn wait_indexed(
     let waited = tokio::time::timeout(
         limit,
         indexed.wait_for(|checkpoint| {
-            checkpoint.position(CHANGE_FEED, 0).is_some_and(|at| at >= offset)
+            checkpoint
+                .position(CHANGE_FEED, 0)
+                .is_some_and(|at| at >= offset)
         }),
     )
     .await;
@@ -156,15 +172,18 @@ pub async fn put_row(
         if !table.families.iter().any(|f| f.name == family) {
             return Err(ApiError::bad_request(
                 field_name,
-                format!("family \"{family}\" is not declared for table \"{}\"", table.name),
+                format!(
+                    "family \"{family}\" is not declared for table \"{}\"",
+                    table.name
+                ),
             ));
         }
         // Indexed values are validated here, where the caller can still fix them; the
         // indexer would otherwise have to skip them.
-        if let Some(field) = table.fields.iter().find(|f| f.column == column) {
-            if let Err(err) = field.kind.normalize(&value) {
-                return Err(ApiError::bad_request(field_name, err.to_string()));
-            }
+        if let Some(field) = table.fields.iter().find(|f| f.column == column)
+            && let Err(err) = field.kind.normalize(&value)
+        {
+            return Err(ApiError::bad_request(field_name, err.to_string()));
         }
         ops.push(CellOp::Put {
             column,
@@ -183,10 +202,8 @@ pub async fn put_row(
         .await?;
     state.counters.writes.fetch_add(1, Ordering::Relaxed);
     let offset = offset_of(&receipt, &table.name);
-    if wait {
-        if let Some(offset) = offset {
-            wait_indexed(&state, runtime, offset).await?;
-        }
+    if wait && let Some(offset) = offset {
+        wait_indexed(&state, runtime, offset).await?;
     }
     Ok(Json(WriteResponse {
         key,
@@ -207,15 +224,7 @@ pub async fn delete_row(
     let runtime = state.table(&table_name)?;
     let table = runtime.config.clone();
     let codec = &table.rowkey;
-    let rowkeys = if codec.is_deterministic() {
-        vec![codec
-            .encode(&key)
-            .map_err(|err| ApiError::bad_request("key", err.to_string()))?]
-    } else {
-        codec
-            .candidate_rowkeys(&key)
-            .map_err(|err| ApiError::bad_request("key", err.to_string()))?
-    };
+    let rowkeys = existing_rowkeys(codec, &key)?;
     let ts = now_ms();
     let mutations: Vec<Mutation> = rowkeys
         .iter()
@@ -228,10 +237,8 @@ pub async fn delete_row(
     let receipt = state.store.mutate(mutations).await?;
     state.counters.writes.fetch_add(1, Ordering::Relaxed);
     let offset = offset_of(&receipt, &table.name);
-    if wait {
-        if let Some(offset) = offset {
-            wait_indexed(&state, runtime, offset).await?;
-        }
+    if wait && let Some(offset) = offset {
+        wait_indexed(&state, runtime, offset).await?;
     }
     Ok(Json(WriteResponse {
         key,
@@ -267,13 +274,7 @@ pub async fn rowkey(
     }
     let key = key.ok_or_else(|| ApiError::bad_request("key", "missing"))?;
     let codec = &runtime.config.rowkey;
-    let rowkeys = if codec.is_deterministic() {
-        vec![codec.encode(&key).map_err(|err| ApiError::bad_request("key", err.to_string()))?]
-    } else {
-        codec
-            .candidate_rowkeys(&key)
-            .map_err(|err| ApiError::bad_request("key", err.to_string()))?
-    };
+    let rowkeys = existing_rowkeys(codec, &key)?;
     Ok(Json(RowkeyResponse {
         key,
         design: codec.describe(),
@@ -301,15 +302,7 @@ pub async fn get_row(
         }
     }
     let codec = &table.rowkey;
-    let rowkeys = if codec.is_deterministic() {
-        vec![codec
-            .encode(&key)
-            .map_err(|err| ApiError::bad_request("key", err.to_string()))?]
-    } else {
-        codec
-            .candidate_rowkeys(&key)
-            .map_err(|err| ApiError::bad_request("key", err.to_string()))?
-    };
+    let rowkeys = existing_rowkeys(codec, &key)?;
     let fetched = state
         .store
         .get_rows(&table.name, &rowkeys, columns.as_deref())

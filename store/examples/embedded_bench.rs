@@ -6,12 +6,12 @@
 //!
 //! Loads ROWS rows (default 100 000) the way the demo does, in `mutate` calls of 1000 mutations,
 //! then times `get_rows` with 4 random rowkeys per call (the query path's shape), a paged scan,
-//! and reading the whole change feed.
+//! and reading the whole change feed. Set `SYNC=1` to fsync every `mutate`.
 
 use std::time::Instant;
 
 use hbidx_schema::model::{CellOp, Mutation};
-use hbidx_store::{EmbeddedStore, ScanRequest};
+use hbidx_store::{EmbeddedStore, EmbeddedStoreOptions, ScanRequest};
 
 const TABLE: &str = "demo:person";
 
@@ -26,7 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(100_000);
     let dir = tempfile::tempdir()?;
-    let store = EmbeddedStore::open(dir.path(), &[TABLE.to_owned()])?;
+    let options = EmbeddedStoreOptions {
+        sync: std::env::var_os("SYNC").is_some(),
+        ..EmbeddedStoreOptions::default()
+    };
+    let store = EmbeddedStore::open_with_options(dir.path(), &[TABLE.to_owned()], options.clone())?;
 
     // Load: one row = 3 cells, about 60 bytes of values.
     let started = Instant::now();
@@ -58,9 +62,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let elapsed = started.elapsed();
     println!(
-        "load: {rows} rows in {:.2?} = {:.0} rows/s (batches of 1000, buffered journal)",
+        "load: {rows} rows in {:.2?} = {:.0} rows/s (batches of 1000, sync: {})",
         elapsed,
-        rows as f64 / elapsed.as_secs_f64()
+        rows as f64 / elapsed.as_secs_f64(),
+        options.sync
+    );
+
+    // Write-through shape: one single-cell mutation per call, updating existing rows.
+    let singles = 20_000u64;
+    let started = Instant::now();
+    for n in 0..singles {
+        store.mutate_sync(vec![Mutation {
+            table: TABLE.to_owned(),
+            rowkey: rowkey(n % rows),
+            ops: vec![CellOp::Put {
+                column: "info:name".to_owned(),
+                ts: 2,
+                value: format!("renamed-{n}").into_bytes(),
+            }],
+        }])?;
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "single-mutation calls: {:.2} µs/call",
+        elapsed.as_secs_f64() * 1e6 / singles as f64
     );
 
     // Point reads: 4 random existing rows per call.
@@ -93,6 +118,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         elapsed,
         elapsed.as_secs_f64() * 1e6 / (calls * 4) as f64,
         calls as f64 / elapsed.as_secs_f64()
+    );
+
+    // Baseline: raw fjall point reads of the same keys and value sizes, no decoding.
+    let raw_dir = tempfile::tempdir()?;
+    let raw_db = fjall::Database::builder(raw_dir.path()).open()?;
+    let raw = raw_db.keyspace("raw", fjall::KeyspaceCreateOptions::default)?;
+    for first in (0..rows).step_by(1000) {
+        let mut batch = raw_db.batch();
+        for n in first..(first + 1000).min(rows) {
+            batch.insert(&raw, rowkey(n), vec![7u8; 90]);
+        }
+        batch.commit()?;
+    }
+    let started = Instant::now();
+    let mut found = 0usize;
+    for _ in 0..calls {
+        for key in [next_row(), next_row(), next_row(), next_row()] {
+            found += usize::from(raw.get(&key)?.is_some());
+        }
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(found as u64, calls * 4);
+    println!(
+        "raw fjall get (baseline): {:.2} µs/row",
+        elapsed.as_secs_f64() * 1e6 / (calls * 4) as f64
     );
 
     // A paged full scan.
