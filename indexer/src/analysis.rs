@@ -28,23 +28,24 @@ const MAX_PINYIN_VARIANTS: usize = 8;
 /// Surnames whose reading differs from the character's most common reading, plus compound
 /// surnames. The pinyin crate gives the most frequent reading of a character (曾 → ceng), which
 /// is the known complaint about ES pinyin plugins; as the first character of a name these are
-/// surnames and read this way.
+/// surnames and read this way. Compound surnames list one reading per character, separated by
+/// a space, so their initials come out right (欧阳修 → `oyx`).
 const SURNAME_READINGS: &[(&str, &str)] = &[
-    ("欧阳", "ouyang"),
-    ("司马", "sima"),
-    ("诸葛", "zhuge"),
-    ("上官", "shangguan"),
-    ("尉迟", "yuchi"),
-    ("万俟", "moqi"),
-    ("长孙", "zhangsun"),
-    ("单于", "chanyu"),
-    ("令狐", "linghu"),
-    ("皇甫", "huangfu"),
-    ("澹台", "tantai"),
-    ("公孙", "gongsun"),
-    ("夏侯", "xiahou"),
-    ("东方", "dongfang"),
-    ("慕容", "murong"),
+    ("欧阳", "ou yang"),
+    ("司马", "si ma"),
+    ("诸葛", "zhu ge"),
+    ("上官", "shang guan"),
+    ("尉迟", "yu chi"),
+    ("万俟", "mo qi"),
+    ("长孙", "zhang sun"),
+    ("单于", "chan yu"),
+    ("令狐", "ling hu"),
+    ("皇甫", "huang fu"),
+    ("澹台", "tan tai"),
+    ("公孙", "gong sun"),
+    ("夏侯", "xia hou"),
+    ("东方", "dong fang"),
+    ("慕容", "mu rong"),
     ("曾", "zeng"),
     ("单", "shan"),
     ("仇", "qiu"),
@@ -180,7 +181,9 @@ pub fn pinyin_spellings(normalized: &str) -> Vec<String> {
         .iter()
         .find(|(surname, _)| normalized.starts_with(surname))
     {
-        positions.push(vec![(*reading).to_string()]);
+        for syllable in reading.split(' ') {
+            positions.push(vec![syllable.to_string()]);
+        }
         rest = &normalized[surname.len()..];
     }
     for c in rest.chars() {

@@ -1,0 +1,287 @@
+//! The indexer core against a real on-disk tantivy index and a real fjall change feed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hbidx_indexer::{
+    CHANGE_FEED, ChangeFeedSource, Checkpoint, CommitPolicy, Condition, MatchMode, WriterOptions,
+    open_table_index,
+};
+use hbidx_schema::config::TableConfig;
+use hbidx_schema::model::{CellOp, Mutation};
+use hbidx_store::EmbeddedStore;
+
+fn table() -> Arc<TableConfig> {
+    let config =
+        hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
+    Arc::new(config.table("user").unwrap().clone())
+}
+
+fn put(table: &TableConfig, key: &str, ts: i64, cells: &[(&str, &str)]) -> Mutation {
+    Mutation {
+        table: table.name.clone(),
+        rowkey: table.rowkey.encode(key).unwrap(),
+        ops: cells
+            .iter()
+            .map(|(column, value)| CellOp::Put {
+                column: (*column).to_string(),
+                ts,
+                value: value.as_bytes().to_vec(),
+            })
+            .collect(),
+    }
+}
+
+fn phone(table: &TableConfig, value: &str) -> Condition {
+    Condition::build(
+        "phone",
+        table.field("phone").unwrap(),
+        MatchMode::Exact,
+        false,
+        value,
+    )
+    .unwrap()
+}
+
+fn name(table: &TableConfig, value: &str) -> Condition {
+    Condition::build(
+        "name",
+        table.field("name").unwrap(),
+        MatchMode::Exact,
+        false,
+        value,
+    )
+    .unwrap()
+}
+
+#[test]
+fn checkpoint_survives_reopen_and_uncommitted_work_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    {
+        let (mut writer, searcher) =
+            open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+        writer
+            .apply(
+                &put(&table, "u1", 1, &[("info:phone", "13800138000")]),
+                CHANGE_FEED,
+                0,
+                1,
+            )
+            .unwrap();
+        let committed = writer.commit().unwrap();
+        assert_eq!(committed.position(CHANGE_FEED, 0), Some(1));
+        assert_eq!(
+            searcher
+                .lookup(&[phone(&table, "13800138000")], 10, None)
+                .unwrap()
+                .rowkeys
+                .len(),
+            1
+        );
+        // Applied but never committed: lost with the process, and so is its position.
+        writer
+            .apply(
+                &put(&table, "u2", 1, &[("info:phone", "13900000000")]),
+                CHANGE_FEED,
+                0,
+                2,
+            )
+            .unwrap();
+    }
+    let (writer, searcher) =
+        open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    assert_eq!(writer.checkpoint().position(CHANGE_FEED, 0), Some(1));
+    assert_eq!(
+        searcher
+            .lookup(&[phone(&table, "13800138000")], 10, None)
+            .unwrap()
+            .rowkeys
+            .len(),
+        1
+    );
+    assert!(
+        searcher
+            .lookup(&[phone(&table, "13900000000")], 10, None)
+            .unwrap()
+            .rowkeys
+            .is_empty()
+    );
+}
+
+#[test]
+fn partial_updates_late_events_and_replay_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let (mut writer, searcher) =
+        open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    let events = [
+        put(
+            &table,
+            "u1",
+            10,
+            &[("info:phone", "13800138000"), ("info:name", "张三")],
+        ),
+        put(&table, "u1", 20, &[("info:name", "李四")]),
+        // Late and older: must not win.
+        put(&table, "u1", 15, &[("info:name", "王五")]),
+    ];
+    for (i, event) in events.iter().enumerate() {
+        writer.apply(event, CHANGE_FEED, 0, i as i64 + 1).unwrap();
+        // Commit in the middle so later events read state back from the committed index.
+        writer.commit().unwrap();
+    }
+    let found = |c: Condition| searcher.lookup(&[c], 10, None).unwrap().rowkeys.len();
+    assert_eq!(
+        found(phone(&table, "13800138000")),
+        1,
+        "partial update kept the phone"
+    );
+    assert_eq!(found(name(&table, "李四")), 1);
+    assert_eq!(found(name(&table, "张三")), 0);
+    assert_eq!(found(name(&table, "王五")), 0);
+    // Replaying everything (as after a crash before a checkpoint) changes nothing.
+    for (i, event) in events.iter().enumerate() {
+        writer.apply(event, CHANGE_FEED, 0, i as i64 + 1).unwrap();
+    }
+    writer.commit().unwrap();
+    assert_eq!(found(name(&table, "李四")), 1);
+    assert_eq!(searcher.all_rows().unwrap().len(), 1);
+    // A row delete removes every field.
+    let delete = Mutation {
+        table: table.name.clone(),
+        rowkey: table.rowkey.encode("u1").unwrap(),
+        ops: vec![CellOp::DeleteRow { ts: 30 }],
+    };
+    writer.apply(&delete, CHANGE_FEED, 0, 4).unwrap();
+    writer.commit().unwrap();
+    assert_eq!(found(phone(&table, "13800138000")), 0);
+    assert!(searcher.all_rows().unwrap().is_empty());
+}
+
+#[test]
+fn malformed_value_is_skipped_and_the_row_still_indexed_on_valid_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let (mut writer, searcher) =
+        open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    let outcome = writer
+        .apply(
+            &put(
+                &table,
+                "u1",
+                1,
+                &[("info:phone", "12"), ("info:name", "张三")],
+            ),
+            CHANGE_FEED,
+            0,
+            1,
+        )
+        .unwrap();
+    assert_eq!(outcome.invalid_values, 1);
+    writer.commit().unwrap();
+    assert_eq!(
+        searcher
+            .lookup(&[name(&table, "张三")], 10, None)
+            .unwrap()
+            .rowkeys
+            .len(),
+        1
+    );
+    assert_eq!(writer.invalid_values(), 1);
+}
+
+#[test]
+fn change_feed_pipeline_indexes_within_the_commit_interval_and_trims_the_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let store = Arc::new(
+        EmbeddedStore::open(&dir.path().join("store"), std::slice::from_ref(&table.name)).unwrap(),
+    );
+    let (writer, searcher) = open_table_index(
+        &dir.path().join("index"),
+        table.clone(),
+        &WriterOptions::default(),
+    )
+    .unwrap();
+    let handle = hbidx_indexer::spawn(
+        writer,
+        Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
+        CommitPolicy::default(),
+    )
+    .unwrap();
+    let batch: Vec<Mutation> = (0..5000)
+        .map(|i| {
+            put(
+                &table,
+                &format!("u{i}"),
+                1,
+                &[("info:phone", &format!("137{i:08}"))],
+            )
+        })
+        .collect();
+    store.mutate_sync(batch).unwrap();
+    let mut indexed = handle.indexed.clone();
+    let started = std::time::Instant::now();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            indexed.wait_for(|cp: &Checkpoint| cp.position(CHANGE_FEED, 0) == Some(5000)),
+        )
+        .await
+        .expect("indexed in time")
+        .unwrap();
+    });
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        searcher
+            .lookup(&[phone(&table, "13700004999")], 10, None)
+            .unwrap()
+            .rowkeys
+            .len(),
+        1
+    );
+    handle.shutdown();
+    // The feed was trimmed up to the committed checkpoint.
+    assert!(store.read_feed(&table.name, 0, 10).unwrap().is_empty());
+}
+
+#[test]
+fn paging_in_rowkey_order_returns_every_match_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let (mut writer, searcher) =
+        open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    for i in 0..57 {
+        writer
+            .apply(
+                &put(&table, &format!("u{i}"), 1, &[("info:name", "张伟")]),
+                CHANGE_FEED,
+                0,
+                i + 1,
+            )
+            .unwrap();
+    }
+    writer.commit().unwrap();
+    let mut all = Vec::new();
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let page = searcher
+            .lookup(&[name(&table, "张伟")], 10, cursor.as_deref())
+            .unwrap();
+        all.extend(page.rowkeys.clone());
+        if !page.has_more {
+            break;
+        }
+        cursor = page.rowkeys.last().cloned();
+    }
+    assert_eq!(all.len(), 57);
+    let mut sorted = all.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(all, sorted, "pages are in rowkey order with no repeats");
+}
