@@ -221,11 +221,9 @@ impl TableIndexWriter {
             None => self.searcher.committed_state(rowkey)?.unwrap_or_default(),
         };
         let fields = self.fields.clone();
-        let is_indexed = |column: &str| fields.by_name.values().any(|f| f.column == column);
-        let mut changed = false;
-        for op in ops {
-            changed |= state.apply(op, is_indexed);
-        }
+        let changed = crate::state::apply_indexed(&mut state, ops, |column| {
+            fields.by_name.values().any(|f| f.column == column)
+        });
         let mut outcome = ApplyOutcome {
             changed,
             invalid_values: 0,
@@ -263,7 +261,8 @@ impl TableIndexWriter {
             let Some(raw) = state.value(&handles.column) else {
                 continue;
             };
-            match analysis::field_terms(handles.kind, raw, handles.phone_suffix_min) {
+            let raw = String::from_utf8_lossy(raw);
+            match analysis::field_terms(handles.kind, &raw, handles.phone_suffix_min) {
                 Ok(terms) => {
                     doc.add_text(handles.exact, &terms.exact);
                     let pairs = [
@@ -498,7 +497,7 @@ impl TableSearcher {
                     reason: err.to_string(),
                 })?;
                 let state = self.state_at(&searcher, address, &rowkey)?;
-                if state.is_live() {
+                if state.has_values() {
                     out.push((rowkey, state));
                 }
             }

@@ -19,3 +19,4 @@ mod row_state;
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
 pub use error::{Result, StoreError};
+pub use row_state::{RowState, StoredCell};

@@ -38,8 +38,13 @@ pub(crate) const FORMAT_V1: u8 = 1;
 pub(crate) const MAX_ROWKEY_LEN: usize = i16::MAX as usize;
 
 /// The owned, mutable form of a stored row, used on the write path.
+///
+/// This is the one implementation of HBase's cell timestamp rules in hbidx: the indexer keeps a
+/// `RowState` of each row's indexed columns (inside the tantivy document) and merges events with
+/// the same [`RowState::apply`], so the index and the store converge whatever order events
+/// arrive in.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct RowState {
+pub struct RowState {
     /// Highest `DeleteRow` timestamp seen.
     pub row_tombstone: Option<i64>,
     /// Highest `DeleteFamily` timestamp per family, only where above the row tombstone.
@@ -50,7 +55,7 @@ pub(crate) struct RowState {
 
 /// The newest version of one cell: a put (`value: Some`) or a cell tombstone (`value: None`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct StoredCell {
+pub struct StoredCell {
     pub ts: i64,
     pub value: Option<Vec<u8>>,
 }
@@ -132,6 +137,23 @@ impl RowState {
         let buffer = vec![FORMAT_V1];
         // Serializing plain maps, strings, integers and bytes into a Vec can't fail.
         postcard::to_extend(self, buffer).unwrap_or_else(|_| unreachable!("postcard to Vec"))
+    }
+
+    /// The visible value of `column`, if any. Every stored put is visible (see the module docs).
+    pub fn value(&self, column: &str) -> Option<&[u8]> {
+        self.cells
+            .get(column)
+            .and_then(|cell| cell.value.as_deref())
+    }
+
+    /// Whether any cell has a visible value.
+    pub fn has_values(&self) -> bool {
+        self.cells.values().any(|cell| cell.value.is_some())
+    }
+
+    /// Whether there is nothing to remember: no cells and no tombstones.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty() && self.row_tombstone.is_none() && self.family_tombstones.is_empty()
     }
 
     /// The highest tombstone that applies to every cell of `family`.
