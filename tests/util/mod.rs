@@ -121,29 +121,27 @@ pub fn client() -> reqwest::blocking::Client {
         .expect("client")
 }
 
-/// GET and parse JSON, returning (status, body).
-pub fn get(url: &str) -> (u16, Value) {
-    let response = client().get(url).send().expect("request");
+/// Sends a request and parses the JSON answer, returning (status, body).
+fn send(request: reqwest::blocking::RequestBuilder) -> (u16, Value) {
+    let response = request.send().expect("request");
     let status = response.status().as_u16();
     (status, response.json().unwrap_or(Value::Null))
+}
+
+pub fn get(url: &str) -> (u16, Value) {
+    send(client().get(url))
 }
 
 pub fn put(url: &str, body: &Value) -> (u16, Value) {
-    let response = client().put(url).json(body).send().expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
+    send(client().put(url).json(body))
 }
 
 pub fn delete(url: &str) -> (u16, Value) {
-    let response = client().delete(url).send().expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
+    send(client().delete(url))
 }
 
 pub fn post(url: &str, body: &Value) -> (u16, Value) {
-    let response = client().post(url).json(body).send().expect("request");
-    let status = response.status().as_u16();
-    (status, response.json().unwrap_or(Value::Null))
+    send(client().post(url).json(body))
 }
 
 /// Retries `check` until it returns Some or the deadline passes.
