@@ -15,6 +15,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+// Indexing allocates many small, short-lived strings (terms, documents, row states) on three
+// threads at once; glibc malloc spent a fifth of the indexing CPU on them, mimalloc far less.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The example config shipped in the repository, so that every command works out of the box.
 pub const EXAMPLE_CONFIG: &str = include_str!("../deploy/config/hbidx.toml");
 

@@ -5,21 +5,19 @@
 //! ([`Condition::matches`]).
 //!
 //! Every indexed field is a tantivy `raw` (untokenised) field: hbidx produces the terms itself.
-//! - phone: the normalised number (exact), and every suffix of length `phone_suffix_min..` in a
-//!   `__tail` field, which is what "the last 4 digits" lookups hit.
+//! - phone: the normalised number (exact), and its digits reversed in a `__tail` field. A
+//!   "last 4 digits" lookup is a prefix range over the reversed terms. (Indexing every suffix as
+//!   its own term instead would add eight mostly-unique terms per row, which made the term
+//!   dictionary, and the indexing time, several times larger.)
 //! - idcard, keyword: the normalised value (exact).
-//! - name: the normalised name (exact); every prefix up to [`MAX_PREFIX_CHARS`] chars in
-//!   `__prefix`; character 1-grams and 2-grams in `__gram` (CJK partial match: a query of n ≥ 2
-//!   chars must contain all of its bigrams, and the fetched row is re-checked for the real
-//!   substring); full pinyin and pinyin initials in `__py` (`zhangsan` and `zs` find 张三).
+//! - name: the normalised name (exact; a prefix lookup is a range over these terms); character
+//!   1-grams and 2-grams in `__gram` (CJK partial match: a query of n ≥ 2 chars must contain all
+//!   of its bigrams, and the fetched row is re-checked for the real substring); full pinyin and
+//!   pinyin initials in `__py` (`zhangsan` and `zs` find 张三).
 
 use hbidx_schema::config::FieldKind;
 use hbidx_schema::normalize;
 use pinyin::{ToPinyin, ToPinyinMulti};
-
-/// Name prefixes are indexed up to this many characters; longer prefix queries use the first
-/// `MAX_PREFIX_CHARS` for the term lookup and the re-check does the rest.
-pub const MAX_PREFIX_CHARS: usize = 12;
 
 /// A name yields at most this many pinyin spellings (heteronym combinations). It bounds index
 /// growth for names full of polyphonic characters.
@@ -92,34 +90,21 @@ const SURNAME_READINGS: &[(&str, &str)] = &[
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FieldTerms {
     pub exact: String,
-    pub tail: Vec<String>,
-    pub prefix: Vec<String>,
+    /// Phone digits reversed, for suffix lookups.
+    pub tail: Option<String>,
     pub gram: Vec<String>,
     pub pinyin: Vec<String>,
 }
 
 /// Normalises `raw` for `kind` and produces its index terms.
-pub fn field_terms(
-    kind: FieldKind,
-    raw: &str,
-    phone_suffix_min: usize,
-) -> Result<FieldTerms, normalize::NormalizeError> {
+pub fn field_terms(kind: FieldKind, raw: &str) -> Result<FieldTerms, normalize::NormalizeError> {
     let exact = kind.normalize(raw)?;
     let mut terms = FieldTerms::default();
     match kind {
         FieldKind::Phone => {
-            let digits: Vec<char> = exact.chars().filter(|c| c.is_ascii_digit()).collect();
-            for len in phone_suffix_min..=digits.len() {
-                terms
-                    .tail
-                    .push(digits[digits.len() - len..].iter().collect());
-            }
+            terms.tail = Some(reversed_digits(&exact));
         }
         FieldKind::Name => {
-            let chars: Vec<char> = exact.chars().collect();
-            for len in 1..=chars.len().min(MAX_PREFIX_CHARS) {
-                terms.prefix.push(chars[..len].iter().collect());
-            }
             terms.gram = grams(&exact);
             terms.pinyin = pinyin_spellings(&exact);
         }
@@ -288,6 +273,13 @@ pub struct Condition {
 pub struct ConditionTerms {
     pub subfield_suffix: &'static str,
     pub terms: Vec<String>,
+    /// The terms are prefixes: a document matches when it has any term starting with each.
+    pub prefix: bool,
+}
+
+/// The digits of a phone number, last first.
+fn reversed_digits(phone: &str) -> String {
+    phone.chars().rev().filter(|c| c.is_ascii_digit()).collect()
 }
 
 impl Condition {
@@ -369,22 +361,27 @@ impl Condition {
             ConditionOp::Exact(value) => ConditionTerms {
                 subfield_suffix: "",
                 terms: vec![value.clone()],
+                prefix: false,
             },
             ConditionOp::Suffix(digits) => ConditionTerms {
                 subfield_suffix: TAIL,
-                terms: vec![digits.clone()],
+                terms: vec![reversed_digits(digits)],
+                prefix: true,
             },
             ConditionOp::Prefix(prefix) => ConditionTerms {
-                subfield_suffix: PREFIX,
-                terms: vec![prefix.chars().take(MAX_PREFIX_CHARS).collect()],
+                subfield_suffix: "",
+                terms: vec![prefix.clone()],
+                prefix: true,
             },
             ConditionOp::Partial(part) => ConditionTerms {
                 subfield_suffix: GRAM,
                 terms: query_grams(part),
+                prefix: false,
             },
             ConditionOp::Pinyin(spelled) => ConditionTerms {
                 subfield_suffix: PINYIN,
                 terms: vec![spelled.clone()],
+                prefix: false,
             },
         }
     }
@@ -408,7 +405,6 @@ impl Condition {
 /// Sub-field name suffixes. Field names in the config are `[a-z][a-z0-9_]*`, and these use a
 /// double underscore so they can't collide with a configured field.
 pub const TAIL: &str = "__tail";
-pub const PREFIX: &str = "__prefix";
 pub const GRAM: &str = "__gram";
 pub const PINYIN: &str = "__py";
 
@@ -454,19 +450,30 @@ mod tests {
 
     #[test]
     fn phone_tail_terms() {
-        let terms = field_terms(FieldKind::Phone, "138-0013-8000", 4).unwrap();
+        let terms = field_terms(FieldKind::Phone, "138-0013-8000").unwrap();
         assert_eq!(terms.exact, "13800138000");
-        assert!(terms.tail.contains(&"8000".to_string()));
-        assert!(terms.tail.contains(&"13800138000".to_string()));
-        assert!(!terms.tail.contains(&"000".to_string()));
+        assert_eq!(terms.tail.as_deref(), Some("00083100831"));
+        // A suffix lookup becomes a prefix of the reversed digits.
+        let field = hbidx_schema::config::IndexedField {
+            name: "phone".into(),
+            kind: FieldKind::Phone,
+            column: "info:phone".into(),
+            phone_suffix_min: 4,
+        };
+        let condition = Condition::build("phone_suffix", &field, MatchMode::Exact, true, "8000")
+            .unwrap()
+            .terms();
+        assert_eq!(condition.subfield_suffix, TAIL);
+        assert_eq!(condition.terms, vec!["0008"]);
+        assert!(condition.prefix);
+        assert!("00083100831".starts_with(&condition.terms[0]));
     }
 
     #[test]
     fn partial_grams_cover_substrings() {
-        let terms = field_terms(FieldKind::Name, "张三丰", 4).unwrap();
+        let terms = field_terms(FieldKind::Name, "张三丰").unwrap();
         for gram in query_grams("三丰") {
             assert!(terms.gram.contains(&gram));
         }
-        assert_eq!(terms.prefix, vec!["张", "张三", "张三丰"]);
     }
 }

@@ -8,7 +8,7 @@
 //! - `_key`: the natural key, stored, when the codec can rebuild it from the rowkey.
 //! - `_state`: the row's [`RowState`], stored (see `state.rs` for why).
 //! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
-//!   (`__tail`, `__prefix`, `__gram`, `__py`) built by `analysis.rs`.
+//!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -19,13 +19,14 @@ use hbidx_schema::config::{FieldKind, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
+use tantivy::indexer::UserOperation;
 use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, STORED, STRING, Schema, Value};
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
+    DocAddress, DocSet, Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
 };
 
-use crate::analysis::{self, Condition, GRAM, PINYIN, PREFIX, TAIL};
+use crate::analysis::{self, Condition, GRAM, PINYIN, TAIL};
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
 use crate::state::RowState;
@@ -35,10 +36,8 @@ use crate::state::RowState;
 struct FieldHandles {
     column: String,
     kind: FieldKind,
-    phone_suffix_min: usize,
     exact: Field,
     tail: Option<Field>,
-    prefix: Option<Field>,
     gram: Option<Field>,
     pinyin: Option<Field>,
 }
@@ -62,20 +61,18 @@ fn build_schema(table: &TableConfig) -> (Schema, Fields) {
         let exact = builder.add_text_field(name, STRING);
         let mut sub =
             |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), STRING));
-        let (tail, prefix, gram, pinyin) = match field.kind {
-            FieldKind::Phone => (sub(TAIL), None, None, None),
-            FieldKind::Name => (None, sub(PREFIX), sub(GRAM), sub(PINYIN)),
-            FieldKind::Idcard | FieldKind::Keyword => (None, None, None, None),
+        let (tail, gram, pinyin) = match field.kind {
+            FieldKind::Phone => (sub(TAIL), None, None),
+            FieldKind::Name => (None, sub(GRAM), sub(PINYIN)),
+            FieldKind::Idcard | FieldKind::Keyword => (None, None, None),
         };
         by_name.insert(
             name.clone(),
             FieldHandles {
                 column: field.column.clone(),
                 kind: field.kind,
-                phone_suffix_min: field.phone_suffix_min,
                 exact,
                 tail,
-                prefix,
                 gram,
                 pinyin,
             },
@@ -139,6 +136,7 @@ pub fn open_table_index(
         checkpoint,
         uncommitted_ops: 0,
         invalid_values: 0,
+        pending: Vec::with_capacity(PENDING_BATCH),
     };
     Ok((writer, searcher))
 }
@@ -167,13 +165,20 @@ pub struct TableIndexWriter {
     searcher: TableSearcher,
     /// Row states changed since the last commit. The committed index can't see them yet, so
     /// they must be read from here.
-    overlay: HashMap<Vec<u8>, RowState>,
+    /// The flag says whether a document for the row exists (committed or pending).
+    overlay: HashMap<Vec<u8>, (RowState, bool)>,
     checkpoint: Checkpoint,
     /// The checkpoint of the last successful commit, for rollback.
     committed: Checkpoint,
     uncommitted_ops: usize,
     invalid_values: u64,
+    /// Operations not yet handed to tantivy. `IndexWriter::run` takes them as one batch: one
+    /// channel message to the indexing threads instead of one (and a wake-up) per document.
+    pending: Vec<UserOperation>,
 }
+
+/// Operations are handed to tantivy in batches of this many.
+const PENDING_BATCH: usize = 1024;
 
 /// What applying one event did, for counters and reports.
 #[derive(Debug, Default, Clone, Copy)]
@@ -216,9 +221,16 @@ impl TableIndexWriter {
     }
 
     fn apply_ops(&mut self, rowkey: &[u8], ops: &[CellOp]) -> Result<ApplyOutcome> {
-        let mut state = match self.overlay.remove(rowkey) {
-            Some(state) => state,
-            None => self.searcher.committed_state(rowkey)?.unwrap_or_default(),
+        let rowkey_hex = hex::encode(rowkey);
+        // `has_doc`: some document (committed, or added since the last commit) may exist for
+        // this rowkey. When none can, the upsert skips its delete: tantivy resolves every delete
+        // term against every segment at commit, which is most of a bulk load's cost otherwise.
+        let (mut state, has_doc) = match self.overlay.remove(rowkey) {
+            Some((state, has_doc)) => (state, has_doc),
+            None => match self.searcher.committed_state_hex(rowkey, &rowkey_hex)? {
+                Some(state) => (state, true),
+                None => (RowState::default(), false),
+            },
         };
         let fields = self.fields.clone();
         let changed = crate::state::apply_indexed(&mut state, ops, |column| {
@@ -228,20 +240,38 @@ impl TableIndexWriter {
             changed,
             invalid_values: 0,
         };
+        let mut doc_after = has_doc;
         if changed {
-            let rowkey_hex = hex::encode(rowkey);
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.rowkey, &rowkey_hex));
+            if has_doc {
+                self.pending
+                    .push(UserOperation::Delete(Term::from_field_text(
+                        self.fields.rowkey,
+                        &rowkey_hex,
+                    )));
+            }
+            doc_after = false;
             if !state.is_empty() {
                 let (doc, invalid) = self.build_doc(rowkey, &rowkey_hex, &state);
                 outcome.invalid_values = invalid;
                 self.invalid_values += u64::from(invalid);
-                self.writer.add_document(doc)?;
+                self.pending.push(UserOperation::Add(doc));
+                doc_after = true;
             }
             self.uncommitted_ops += 1;
         }
-        self.overlay.insert(rowkey.to_vec(), state);
+        self.overlay.insert(rowkey.to_vec(), (state, doc_after));
+        if self.pending.len() >= PENDING_BATCH {
+            self.flush_pending()?;
+        }
         Ok(outcome)
+    }
+
+    fn flush_pending(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            self.writer.run(std::mem::take(&mut self.pending))?;
+            self.pending.reserve(PENDING_BATCH);
+        }
+        Ok(())
     }
 
     fn build_doc(
@@ -262,15 +292,13 @@ impl TableIndexWriter {
                 continue;
             };
             let raw = String::from_utf8_lossy(raw);
-            match analysis::field_terms(handles.kind, &raw, handles.phone_suffix_min) {
+            match analysis::field_terms(handles.kind, &raw) {
                 Ok(terms) => {
                     doc.add_text(handles.exact, &terms.exact);
-                    let pairs = [
-                        (handles.tail, &terms.tail),
-                        (handles.prefix, &terms.prefix),
-                        (handles.gram, &terms.gram),
-                        (handles.pinyin, &terms.pinyin),
-                    ];
+                    if let (Some(field), Some(tail)) = (handles.tail, &terms.tail) {
+                        doc.add_text(field, tail);
+                    }
+                    let pairs = [(handles.gram, &terms.gram), (handles.pinyin, &terms.pinyin)];
                     for (field, values) in pairs {
                         if let Some(field) = field {
                             for value in values {
@@ -299,6 +327,7 @@ impl TableIndexWriter {
     /// Commits everything applied so far, with the checkpoint as the commit payload, and makes
     /// it searchable. Blocking: call it from the indexer thread, never from async code.
     pub fn commit(&mut self) -> Result<Checkpoint> {
+        self.flush_pending()?;
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&self.checkpoint.to_payload());
         prepared.commit()?;
@@ -312,6 +341,7 @@ impl TableIndexWriter {
     /// Throws away everything applied since the last commit and returns the checkpoint the
     /// source must seek back to.
     pub fn rollback(&mut self) -> Result<Checkpoint> {
+        self.pending.clear();
         self.writer.rollback()?;
         self.overlay.clear();
         self.uncommitted_ops = 0;
@@ -321,11 +351,35 @@ impl TableIndexWriter {
 
     /// Drops everything (documents and checkpoint) and commits the empty index.
     pub fn clear(&mut self) -> Result<()> {
+        self.pending.clear();
+        self.overlay.clear();
         self.writer.delete_all_documents()?;
         self.checkpoint = Checkpoint::default();
         self.commit()?;
         Ok(())
     }
+}
+
+/// Every term of `field` that starts with `prefix`: the range from the prefix up to (not
+/// including) the prefix with its last character incremented. UTF-8 preserves code point order,
+/// so this is exactly the prefix's block of the term dictionary.
+fn prefix_query(field: Field, prefix: &str) -> RangeQuery {
+    let lower = Bound::Included(Term::from_field_text(field, prefix));
+    let mut chars: Vec<char> = prefix.chars().collect();
+    let upper = loop {
+        let Some(last) = chars.pop() else {
+            break Bound::Unbounded;
+        };
+        // The next scalar value, skipping the surrogate gap; char::MAX has no successor, so
+        // the bound moves one character to the left.
+        let next = (last as u32 + 1..=char::MAX as u32).find_map(char::from_u32);
+        if let Some(next) = next {
+            chars.push(next);
+            let upper: String = chars.into_iter().collect();
+            break Bound::Excluded(Term::from_field_text(field, &upper));
+        }
+    };
+    RangeQuery::new(lower, upper)
 }
 
 /// A page of lookup results in rowkey order.
@@ -359,14 +413,35 @@ impl TableSearcher {
 
     /// The committed state of a row, if the index has a document for it.
     pub fn committed_state(&self, rowkey: &[u8]) -> Result<Option<RowState>> {
+        self.committed_state_hex(rowkey, &hex::encode(rowkey))
+    }
+
+    /// Looks the rowkey term up directly in each segment's term dictionary and walks its
+    /// postings to the live document. This runs once per indexed event whose row isn't in the
+    /// writer's overlay, so it avoids the query/collector/scorer machinery: for a row the index
+    /// has never seen (the common case in a bulk load) it costs one FST probe per segment.
+    fn committed_state_hex(&self, rowkey: &[u8], rowkey_hex: &str) -> Result<Option<RowState>> {
         let searcher = self.reader.searcher();
-        let term = Term::from_field_text(self.fields.rowkey, &hex::encode(rowkey));
-        let query = TermQuery::new(term, IndexRecordOption::Basic);
-        let hits = searcher.search(&query, &TopDocs::with_limit(1).order_by_score())?;
-        let Some((_, address)) = hits.first() else {
-            return Ok(None);
-        };
-        self.state_at(&searcher, *address, rowkey).map(Some)
+        let term = Term::from_field_text(self.fields.rowkey, rowkey_hex);
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let inverted = segment.inverted_index(self.fields.rowkey)?;
+            let Some(mut postings) = inverted
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(tantivy::TantivyError::from)?
+            else {
+                continue;
+            };
+            let alive = segment.alive_bitset();
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|bits| bits.is_alive(doc)) {
+                    let address = DocAddress::new(segment_ord as u32, doc);
+                    return self.state_at(&searcher, address, rowkey).map(Some);
+                }
+                doc = postings.advance();
+            }
+        }
+        Ok(None)
     }
 
     fn state_at(
@@ -409,7 +484,6 @@ impl TableSearcher {
             let field = match wanted.subfield_suffix {
                 "" => Some(handles.exact),
                 TAIL => handles.tail,
-                PREFIX => handles.prefix,
                 GRAM => handles.gram,
                 PINYIN => handles.pinyin,
                 _ => None,
@@ -419,13 +493,15 @@ impl TableSearcher {
                 reason: "this match mode is not indexed for the field".into(),
             })?;
             for term in wanted.terms {
-                clauses.push((
-                    Occur::Must,
+                let query: Box<dyn Query> = if wanted.prefix {
+                    Box::new(prefix_query(field, &term))
+                } else {
                     Box::new(TermQuery::new(
                         Term::from_field_text(field, &term),
                         IndexRecordOption::Basic,
-                    )),
-                ));
+                    ))
+                };
+                clauses.push((Occur::Must, query));
             }
         }
         if clauses.is_empty() {

@@ -22,8 +22,12 @@ use crate::source::Source;
 pub struct CommitPolicy {
     /// Commit once this many documents changed…
     pub max_docs: usize,
-    /// …or this long after the first uncommitted change.
+    /// …or this long after the first uncommitted change…
     pub max_delay: Duration,
+    /// …or, while the source is behind (the last poll came back full), this long. Every commit
+    /// writes a segment and feeds the merger; during a catch-up, small commits would make
+    /// nothing searchable sooner in a useful way but would cost most of the indexing time.
+    pub catch_up_delay: Duration,
     /// Events taken from the source per poll.
     pub poll_batch: usize,
 }
@@ -33,6 +37,7 @@ impl Default for CommitPolicy {
         Self {
             max_docs: 200_000,
             max_delay: Duration::from_millis(100),
+            catch_up_delay: Duration::from_secs(1),
             poll_batch: 4096,
         }
     }
@@ -137,17 +142,24 @@ fn run(
     let source_name = source.name().to_string();
     let mut first_uncommitted: Option<Instant> = None;
     let mut pending_checkpoint = false;
+    let mut behind = false;
     let mut backoff = Duration::from_millis(50);
     loop {
         let stopping = stop.load(Ordering::SeqCst);
+        let delay = if behind {
+            policy.catch_up_delay
+        } else {
+            policy.max_delay
+        };
         let wait = match first_uncommitted {
-            Some(since) => policy.max_delay.saturating_sub(since.elapsed()),
+            Some(since) => delay.saturating_sub(since.elapsed()),
             None => Duration::from_millis(200),
         };
         if !stopping {
             match source.poll(policy.poll_batch, wait) {
                 Ok(events) => {
                     backoff = Duration::from_millis(50);
+                    behind = events.len() >= policy.poll_batch;
                     let mut applied = 0u64;
                     let mut failed = false;
                     for event in &events {
@@ -201,7 +213,12 @@ fn run(
                 }
             }
         }
-        let due = first_uncommitted.is_some_and(|since| since.elapsed() >= policy.max_delay)
+        let delay = if behind {
+            policy.catch_up_delay
+        } else {
+            policy.max_delay
+        };
+        let due = first_uncommitted.is_some_and(|since| since.elapsed() >= delay)
             || writer.uncommitted_ops() >= policy.max_docs;
         if pending_checkpoint && (due || stopping) {
             let started = Instant::now();
