@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hbidx_indexer::{ChangeFeedSource, CommitPolicy, IndexerHandle, WriterOptions};
+use hbidx_indexer::kafka::{DeadLetterFile, KafkaPublisher, KafkaSource};
+use hbidx_indexer::{
+    ApplyToStore, ChangeFeedSource, CommitPolicy, IndexerHandle, Source, WriterOptions,
+};
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::Config;
 use hbidx_store::{EmbeddedStore, RowStore};
@@ -27,6 +30,12 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
         EmbeddedStore::open(&store_dir, &table_names)
             .with_context(|| format!("opening the row store in {}", store_dir.display()))?,
     );
+    let kafka_sources = hbidx_indexer::config::kafka_sources(config)?;
+    let instance_id = if kafka_sources.is_empty() {
+        String::new()
+    } else {
+        instance_id(data_dir)?
+    };
     let mut indexers = Vec::new();
     let mut tables = Vec::new();
     for table in &config.tables {
@@ -35,14 +44,34 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
         let (writer, searcher) =
             hbidx_indexer::open_table_index(&index_dir, table.clone(), &WriterOptions::default())
                 .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
-        let source = ChangeFeedSource::new(store.clone(), table.name.clone());
-        let handle = hbidx_indexer::spawn(writer, Box::new(source), policy.clone())
+        let kafka = kafka_sources.iter().find(|s| s.table == table.name);
+        let (source, publisher): (Box<dyn Source>, _) = match kafka {
+            Some(kafka) => {
+                let group = kafka.group_id(&instance_id);
+                let dead_letters = DeadLetterFile::new(&data_dir.join("deadletters"), &table.name);
+                let consumer = KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
+                    .with_context(|| format!("connecting table \"{}\" to Kafka", table.name))?;
+                tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka");
+                let publisher = KafkaPublisher::new(kafka, table.clone())?;
+                // The embedded store holds the rows, so consumed events are applied to it too.
+                (
+                    Box::new(ApplyToStore::new(consumer, store.clone())),
+                    Some(publisher),
+                )
+            }
+            None => (
+                Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
+                None,
+            ),
+        };
+        let handle = hbidx_indexer::spawn(writer, source, policy.clone())
             .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
         tables.push(TableRuntime {
             config: table,
             searcher,
             indexed: handle.indexed.clone(),
             stats: handle.stats.clone(),
+            publisher,
         });
         indexers.push(handle);
     }
@@ -55,10 +84,31 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
     })
 }
 
+/// This instance's id, kept in `<data dir>/instance-id` so that a restart keeps its Kafka
+/// consumer group and another data dir (another replica) gets its own.
+fn instance_id(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join("instance-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim();
+        if !id.is_empty() {
+            return Ok(id.to_string());
+        }
+    }
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let id = format!("{:016x}", rand::random::<u64>());
+    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
+}
+
 impl Runtime {
     /// Waits until every table's index covers its change feed up to now.
     pub async fn wait_caught_up(&self, timeout: Duration) -> Result<()> {
         for table in self.state.tables.values() {
+            if table.publisher.is_some() {
+                // Fed from Kafka: there is no local feed to catch up with.
+                continue;
+            }
             let target = self.store.last_offset(&table.config.name);
             let mut indexed = table.indexed.clone();
             tokio::time::timeout(

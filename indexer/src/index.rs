@@ -47,6 +47,9 @@ struct Fields {
     rowkey: Field,
     key: Field,
     state: Field,
+    /// `"1"` on documents of rows with at least one visible value. The others only keep the
+    /// row's tombstones (so a late, older put can't resurrect it) and are not rows any more.
+    live: Field,
     by_name: HashMap<String, FieldHandles>,
 }
 
@@ -55,6 +58,7 @@ fn build_schema(table: &TableConfig) -> (Schema, Fields) {
     let rowkey = builder.add_text_field("_rk", STRING | STORED | FAST);
     let key = builder.add_text_field("_key", STORED);
     let state = builder.add_bytes_field("_state", STORED);
+    let live = builder.add_text_field("_live", STRING);
     let mut by_name = HashMap::new();
     for field in &table.fields {
         let name = &field.name;
@@ -84,6 +88,7 @@ fn build_schema(table: &TableConfig) -> (Schema, Fields) {
             rowkey,
             key,
             state,
+            live,
             by_name,
         },
     )
@@ -215,7 +220,13 @@ impl TableIndexWriter {
         partition: i32,
         offset: i64,
     ) -> Result<ApplyOutcome> {
-        let outcome = self.apply_ops(&mutation.rowkey, &mutation.ops)?;
+        // An event with no operations only moves the position (a dead-lettered or skipped
+        // message): the checkpoint must pass it so that it is not read again.
+        let outcome = if mutation.ops.is_empty() {
+            ApplyOutcome::default()
+        } else {
+            self.apply_ops(&mutation.rowkey, &mutation.ops)?
+        };
         self.checkpoint.advance(source, partition, offset);
         Ok(outcome)
     }
@@ -286,6 +297,9 @@ impl TableIndexWriter {
             doc.add_text(self.fields.key, key);
         }
         doc.add_bytes(self.fields.state, &state.encode());
+        if state.has_values() {
+            doc.add_text(self.fields.live, "1");
+        }
         let mut invalid = 0;
         for (name, handles) in &self.fields.by_name {
             let Some(raw) = state.value(&handles.column) else {
@@ -393,6 +407,9 @@ pub struct LookupPage {
 /// Sizes for the ops page and the status endpoint.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct IndexStats {
+    /// Rows with at least one visible value.
+    pub rows: u64,
+    /// Documents, including those that only remember a deleted row's tombstones.
     pub docs: u64,
     pub segments: usize,
     pub bytes: u64,
@@ -587,7 +604,14 @@ impl TableSearcher {
             .space_usage()
             .map(|usage| usage.total().get_bytes())
             .unwrap_or(0);
+        let live = TermQuery::new(
+            Term::from_field_text(self.fields.live, "1"),
+            IndexRecordOption::Basic,
+        );
         IndexStats {
+            rows: searcher
+                .search(&live, &tantivy::collector::Count)
+                .map_or(0, |count| count as u64),
             docs: searcher.num_docs(),
             segments: searcher.segment_readers().len(),
             bytes,

@@ -1,6 +1,7 @@
 //! `hbidx-indexer`: keeps one tantivy index per table mapping indexed field values to rowkeys.
 //!
-//! Data flow: a [`source::Source`] (the embedded change feed; Kafka later) yields
+//! Data flow: a [`source::Source`] (the embedded change feed, or [`kafka`] with [`formats`])
+//! yields
 //! [`hbidx_schema::model::ChangeEvent`]s → [`pipeline`] applies them on the table's indexer
 //! thread through [`index::TableIndexWriter`], merging with per-row [`state`] → commits carry the
 //! source [`checkpoint`] as payload → [`index::TableSearcher`] answers lookups built from
@@ -8,8 +9,11 @@
 
 pub mod analysis;
 pub mod checkpoint;
+pub mod config;
 mod error;
+pub mod formats;
 pub mod index;
+pub mod kafka;
 pub mod pipeline;
 pub mod source;
 pub mod state;
@@ -18,5 +22,5 @@ pub use analysis::{Condition, MatchMode};
 pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
 pub use index::{LookupPage, TableIndexWriter, TableSearcher, WriterOptions, open_table_index};
-pub use pipeline::{CommitPolicy, IndexerHandle, IndexerStats, spawn};
-pub use source::{CHANGE_FEED, ChangeFeedSource, Source};
+pub use pipeline::{CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn};
+pub use source::{ApplyToStore, CHANGE_FEED, ChangeFeedSource, PartitionReport, Source};

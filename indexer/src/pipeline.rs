@@ -43,9 +43,27 @@ impl Default for CommitPolicy {
     }
 }
 
+/// One partition of a table's source, as the status endpoint shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionStatus {
+    pub source: String,
+    pub partition: i32,
+    /// Offset of the last event covered by an index commit.
+    pub checkpoint: Option<i64>,
+    pub high_watermark: Option<i64>,
+    /// Events written to the partition and not yet committed to the index.
+    pub lag: Option<i64>,
+    /// How far behind, in event time, the index is: now minus the timestamp of the last event
+    /// read, while there is lag; 0 when caught up.
+    pub event_time_lag_ms: Option<i64>,
+    pub dead_letters: u64,
+    pub other_table: u64,
+}
+
 /// Counters of one table's indexer, read by the status endpoint and the metrics exporter.
 #[derive(Debug, Default)]
 pub struct IndexerStats {
+    pub partitions: std::sync::Mutex<Vec<PartitionStatus>>,
     pub events: AtomicU64,
     pub commits: AtomicU64,
     pub invalid_values: AtomicU64,
@@ -143,6 +161,7 @@ fn run(
     let mut first_uncommitted: Option<Instant> = None;
     let mut pending_checkpoint = false;
     let mut behind = false;
+    let mut reported_at: Option<Instant> = None;
     let mut backoff = Duration::from_millis(50);
     loop {
         let stopping = stop.load(Ordering::SeqCst);
@@ -222,7 +241,7 @@ fn run(
             || writer.uncommitted_ops() >= policy.max_docs;
         if pending_checkpoint && (due || stopping) {
             let started = Instant::now();
-            match writer.commit() {
+            match source.before_commit().and_then(|()| writer.commit()) {
                 Ok(checkpoint) => {
                     stats.commits.fetch_add(1, Ordering::Relaxed);
                     stats.last_commit_ms.store(now_ms(), Ordering::Relaxed);
@@ -233,6 +252,7 @@ fn run(
                     publish.send_replace(checkpoint);
                     pending_checkpoint = false;
                     first_uncommitted = None;
+                    reported_at = None;
                 }
                 Err(err) => {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -241,8 +261,64 @@ fn run(
                 }
             }
         }
+        if reported_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+            reported_at = Some(Instant::now());
+            let committed = publish.borrow().clone();
+            update_partitions(stats, &source_name, &committed, source.report());
+        }
         if stopping && !pending_checkpoint {
             return;
         }
     }
+}
+
+fn update_partitions(
+    stats: &IndexerStats,
+    source_name: &str,
+    committed: &Checkpoint,
+    reports: Vec<crate::source::PartitionReport>,
+) {
+    let now = now_ms() as i64;
+    let mut partitions: Vec<PartitionStatus> = reports
+        .into_iter()
+        .map(|report| {
+            let checkpoint = committed.position(source_name, report.partition);
+            let next = checkpoint.map_or(0, |offset| offset + 1);
+            let lag = report.high_watermark.map(|high| (high - next).max(0));
+            let event_time_lag_ms = match (lag, report.last_event_ms) {
+                (Some(0), _) => Some(0),
+                (_, Some(at)) => Some((now - at).max(0)),
+                _ => None,
+            };
+            PartitionStatus {
+                source: source_name.to_string(),
+                partition: report.partition,
+                checkpoint,
+                high_watermark: report.high_watermark,
+                lag,
+                event_time_lag_ms,
+                dead_letters: report.dead_letters,
+                other_table: report.other_table,
+            }
+        })
+        .collect();
+    // Partitions with a checkpoint but nothing reported yet (not assigned at the moment).
+    let prefix = format!("{source_name}/");
+    for (key, offset) in &committed.positions {
+        if let Some(partition) = key.strip_prefix(&prefix).and_then(|p| p.parse::<i32>().ok())
+            && !partitions.iter().any(|p| p.partition == partition)
+        {
+            partitions.push(PartitionStatus {
+                source: source_name.to_string(),
+                partition,
+                checkpoint: Some(*offset),
+                ..PartitionStatus::default()
+            });
+        }
+    }
+    partitions.sort_by_key(|p| p.partition);
+    *stats
+        .partitions
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = partitions;
 }

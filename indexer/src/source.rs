@@ -25,6 +25,99 @@ pub trait Source: Send + 'static {
     fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>>;
     /// The checkpoint is durable in the index.
     fn committed(&mut self, checkpoint: &Checkpoint);
+    /// Called just before the index commits what was polled: whatever the source did with the
+    /// events besides handing them over (applying them to the embedded store) must be durable.
+    fn before_commit(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Per-partition positions and counters for the status endpoint. May do a little blocking
+    /// IO (Kafka watermarks); the pipeline calls it about once a second.
+    fn report(&mut self) -> Vec<PartitionReport> {
+        Vec::new()
+    }
+}
+
+/// What a source knows about one of its partitions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionReport {
+    pub partition: i32,
+    /// Offset of the next event to be written (Kafka's high watermark).
+    pub high_watermark: Option<i64>,
+    /// Event time (Kafka message timestamp) of the last event handed to the indexer.
+    pub last_event_ms: Option<i64>,
+    pub dead_letters: u64,
+    /// Valid events for another table on the same topic, skipped.
+    pub other_table: u64,
+}
+
+/// Wraps a log source (Kafka) for a table kept in the embedded store: every polled mutation is
+/// applied to the store's rows before it reaches the index. Kafka is the log, fjall the table,
+/// tantivy the index. A replay after a crash re-applies mutations the store may already have,
+/// which is harmless: cell timestamps decide.
+pub struct ApplyToStore<S: Source> {
+    inner: S,
+    store: Arc<EmbeddedStore>,
+    /// Events polled but not yet applied because the store write failed; retried first.
+    stash: Option<Vec<ChangeEvent>>,
+}
+
+impl<S: Source> ApplyToStore<S> {
+    pub fn new(inner: S, store: Arc<EmbeddedStore>) -> Self {
+        Self {
+            inner,
+            store,
+            stash: None,
+        }
+    }
+}
+
+impl<S: Source> Source for ApplyToStore<S> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn seek(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        self.stash = None;
+        self.inner.seek(checkpoint)
+    }
+
+    fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
+        let events = match self.stash.take() {
+            Some(events) => events,
+            None => self.inner.poll(max, timeout)?,
+        };
+        let mutations: Vec<_> = events
+            .iter()
+            .filter(|event| !event.mutation.ops.is_empty())
+            .map(|event| event.mutation.clone())
+            .collect();
+        if let Err(err) = self.store.apply_replicated(mutations) {
+            self.stash = Some(events);
+            return Err(IndexerError::Source {
+                source_name: self.inner.name().to_string(),
+                reason: format!("applying to the embedded store: {err}"),
+            });
+        }
+        Ok(events)
+    }
+
+    fn committed(&mut self, checkpoint: &Checkpoint) {
+        self.inner.committed(checkpoint);
+    }
+
+    fn before_commit(&mut self) -> Result<()> {
+        self.store
+            .sync_to_disk()
+            .map_err(|err| IndexerError::Source {
+                source_name: self.inner.name().to_string(),
+                reason: format!("syncing the embedded store: {err}"),
+            })?;
+        self.inner.before_commit()
+    }
+
+    fn report(&mut self) -> Vec<PartitionReport> {
+        self.inner.report()
+    }
 }
 
 /// The embedded store's change feed for one table (partition 0, offset = feed sequence number).
@@ -75,6 +168,14 @@ impl Source for ChangeFeedSource {
             self.after = last.offset;
         }
         Ok(events)
+    }
+
+    fn report(&mut self) -> Vec<PartitionReport> {
+        vec![PartitionReport {
+            partition: 0,
+            high_watermark: Some(self.store.last_offset(&self.table) + 1),
+            ..PartitionReport::default()
+        }]
     }
 
     fn committed(&mut self, checkpoint: &Checkpoint) {

@@ -25,6 +25,9 @@ pub enum ApiError {
     /// The row store can't be reached right now.
     #[error("row store unavailable: {0}")]
     StoreUnavailable(String),
+    /// The table's Kafka topic did not acknowledge a write-through event; nothing was written.
+    #[error("event log unavailable: {0}")]
+    LogUnavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -64,6 +67,9 @@ impl IntoResponse for ApiError {
             }
             ApiError::StoreUnavailable(_) | ApiError::Store(StoreError::Unavailable(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None)
+            }
+            ApiError::LogUnavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "log_unavailable", None)
             }
             ApiError::Store(StoreError::UnknownTable(_)) => {
                 (StatusCode::NOT_FOUND, "not_found", None)

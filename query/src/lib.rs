@@ -32,6 +32,9 @@ pub struct TableRuntime {
     /// The checkpoint of the table's last index commit; `?wait=indexed` waits on it.
     pub indexed: watch::Receiver<Checkpoint>,
     pub stats: Arc<IndexerStats>,
+    /// Set when the table is fed from Kafka: write-through publishes its writes to the topic
+    /// (so every replica sees them) instead of writing the store directly.
+    pub publisher: Option<hbidx_indexer::kafka::KafkaPublisher>,
 }
 
 /// Request limits. Defaults are generous for people and tight enough for a sidecar.
@@ -173,6 +176,9 @@ async fn indexer_status(
                 "invalid_values": table.stats.invalid_values.load(Ordering::Relaxed),
                 "errors": table.stats.errors.load(Ordering::Relaxed),
                 "last_commit_ms": table.stats.last_commit_ms.load(Ordering::Relaxed),
+                "partitions": *table.stats.partitions.lock().unwrap_or_else(|p| p.into_inner()),
+                "dead_letters": table.stats.partitions.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|p| p.dead_letters).sum::<u64>(),
+                "rows": stats.rows,
                 "docs": stats.docs,
                 "segments": stats.segments,
                 "index_bytes": stats.bytes,

@@ -1,8 +1,11 @@
 //! Write-through: `PUT` / `DELETE /v1/tables/{table}/rows/{key}` and the rowkey calculator.
 //!
 //! Writes go to the row store; the index learns about them from the change feed like any other
-//! write, so there is exactly one path into the index. `?wait=indexed` returns only once the
-//! table's index checkpoint covers the write (read-your-writes).
+//! write, so there is exactly one path into the index. When the table is fed from Kafka, writes
+//! are published to its topic instead and the response waits for the broker's acknowledgement;
+//! the consumed event is what applies the write (to the embedded store and the index), on this
+//! instance and on every replica. `?wait=indexed` returns only once the table's index checkpoint
+//! covers the write here (read-your-writes).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -33,7 +36,9 @@ pub struct PutBody {
 pub struct WriteResponse {
     pub key: String,
     pub rowkey: String,
-    /// Change-feed offset of the write (what `wait=indexed` waited for).
+    /// Where the write landed: the change feed (partition 0) or the Kafka topic's partition, and
+    /// its offset there (what `wait=indexed` waits for).
+    pub partition: Option<i32>,
     pub offset: Option<i64>,
     pub indexed: bool,
     pub took_ms: f64,
@@ -115,29 +120,65 @@ fn rand_rng() -> impl rand::Rng {
     rand::rng()
 }
 
+/// Where a write landed: `(source name, partition, offset)`.
+type Landed = (String, i32, i64);
+
 async fn wait_indexed(
     state: &SharedState,
     runtime: &TableRuntime,
-    offset: i64,
+    landed: &[Landed],
 ) -> Result<(), ApiError> {
     let mut indexed = runtime.indexed.clone();
     let limit = state.limits.index_wait;
     let waited = tokio::time::timeout(
         limit,
         indexed.wait_for(|checkpoint| {
-            checkpoint
-                .position(CHANGE_FEED, 0)
-                .is_some_and(|at| at >= offset)
+            landed.iter().all(|(source, partition, offset)| {
+                checkpoint
+                    .position(source, *partition)
+                    .is_some_and(|at| at >= *offset)
+            })
         }),
     )
     .await;
     match waited {
         Ok(Ok(_)) => Ok(()),
         _ => Err(ApiError::IndexWaitTimeout {
-            offset,
+            offset: landed.last().map_or(0, |(_, _, offset)| *offset),
             waited_ms: limit.as_millis() as u64,
         }),
     }
+}
+
+/// Writes mutations through: to the Kafka topic when the table has one, else to the store.
+async fn write_through(
+    state: &SharedState,
+    runtime: &TableRuntime,
+    mutations: Vec<Mutation>,
+) -> Result<Vec<Landed>, ApiError> {
+    let table = &runtime.config.name;
+    let landed = match &runtime.publisher {
+        Some(publisher) => {
+            let mut landed = Vec::with_capacity(mutations.len());
+            for mutation in &mutations {
+                let published = publisher
+                    .publish(mutation)
+                    .await
+                    .map_err(|err| ApiError::LogUnavailable(err.to_string()))?;
+                landed.push((published.source_name, published.partition, published.offset));
+            }
+            landed
+        }
+        None => {
+            let receipt = state.store.mutate(mutations).await?;
+            offset_of(&receipt, table)
+                .map(|offset| (CHANGE_FEED.to_string(), 0, offset))
+                .into_iter()
+                .collect()
+        }
+    };
+    state.counters.writes.fetch_add(1, Ordering::Relaxed);
+    Ok(landed)
 }
 
 pub async fn put_row(
@@ -192,23 +233,24 @@ pub async fn put_row(
         });
     }
     let rowkey = rowkey_for_write(&state, &table, &key).await?;
-    let receipt = state
-        .store
-        .mutate(vec![Mutation {
+    let landed = write_through(
+        &state,
+        runtime,
+        vec![Mutation {
             table: table.name.clone(),
             rowkey: rowkey.clone(),
             ops,
-        }])
-        .await?;
-    state.counters.writes.fetch_add(1, Ordering::Relaxed);
-    let offset = offset_of(&receipt, &table.name);
-    if wait && let Some(offset) = offset {
-        wait_indexed(&state, runtime, offset).await?;
+        }],
+    )
+    .await?;
+    if wait {
+        wait_indexed(&state, runtime, &landed).await?;
     }
     Ok(Json(WriteResponse {
         key,
         rowkey: printable(&rowkey),
-        offset,
+        partition: landed.last().map(|l| l.1),
+        offset: landed.last().map(|l| l.2),
         indexed: wait,
         took_ms: took_ms(started),
     }))
@@ -234,16 +276,15 @@ pub async fn delete_row(
             ops: vec![CellOp::DeleteRow { ts }],
         })
         .collect();
-    let receipt = state.store.mutate(mutations).await?;
-    state.counters.writes.fetch_add(1, Ordering::Relaxed);
-    let offset = offset_of(&receipt, &table.name);
-    if wait && let Some(offset) = offset {
-        wait_indexed(&state, runtime, offset).await?;
+    let landed = write_through(&state, runtime, mutations).await?;
+    if wait {
+        wait_indexed(&state, runtime, &landed).await?;
     }
     Ok(Json(WriteResponse {
         key,
         rowkey: rowkeys.first().map(|rk| printable(rk)).unwrap_or_default(),
-        offset,
+        partition: landed.last().map(|l| l.1),
+        offset: landed.last().map(|l| l.2),
         indexed: wait,
         took_ms: took_ms(started),
     }))

@@ -62,6 +62,7 @@ async fn stale_index_hits_are_dropped_and_counted() {
             searcher,
             indexed,
             stats: Default::default(),
+            publisher: None,
         }],
     ));
     let response = app(state.clone())

@@ -396,6 +396,17 @@ impl EmbeddedStore {
 
     /// [`RowStore::mutate`], callable from any thread. The whole call is one fjall write batch.
     pub fn mutate_sync(&self, mutations: Vec<Mutation>) -> Result<WriteReceipt> {
+        self.mutate_inner(mutations, true)
+    }
+
+    /// Applies mutations that already come from a durable log (a Kafka topic) to the rows only,
+    /// without change-feed events: the log is the feed, and its consumer indexes them itself.
+    /// Replaying a mutation is harmless because cell timestamps decide (see `RowState`).
+    pub fn apply_replicated(&self, mutations: Vec<Mutation>) -> Result<()> {
+        self.mutate_inner(mutations, false).map(|_| ())
+    }
+
+    fn mutate_inner(&self, mutations: Vec<Mutation>, with_feed: bool) -> Result<WriteReceipt> {
         if mutations.is_empty() {
             return Ok(WriteReceipt::default());
         }
@@ -416,11 +427,13 @@ impl EmbeddedStore {
 
         for (mutation, table_index) in mutations.into_iter().zip(table_indexes) {
             let table = &self.tables[table_index];
-            let seq = next_seq[table_index];
-            next_seq[table_index] += 1;
-            let event = postcard::to_allocvec(&mutation)
-                .map_err(|error| StoreError::Storage(Box::new(error)))?;
-            batch.insert(&table.feed, seq.to_be_bytes(), event);
+            if with_feed {
+                let seq = next_seq[table_index];
+                next_seq[table_index] += 1;
+                let event = postcard::to_allocvec(&mutation)
+                    .map_err(|error| StoreError::Storage(Box::new(error)))?;
+                batch.insert(&table.feed, seq.to_be_bytes(), event);
+            }
 
             let Mutation { rowkey, ops, .. } = mutation;
             let (state, changed) = match pending.entry((table_index, rowkey)) {

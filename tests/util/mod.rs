@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kafka;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

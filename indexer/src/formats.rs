@@ -1,0 +1,581 @@
+//! Event formats on Kafka topics, decoded into the one mutation model (`hbidx_schema::model`).
+//!
+//! - [`Format::Json`]: hbidx's own JSON mutation events (README: "Kafka event formats").
+//! - [`Format::HbaseKafkaProxy`]: the Apache hbase-connectors Kafka Proxy's `HBaseKafkaEvent`,
+//!   bare Avro binary, one message per cell.
+//!
+//! Errors name what is wrong and never echo values: payloads carry phone and idcard numbers,
+//! and decode reasons end up in logs and dead letters' `reason`. That is also why JSON is first
+//! parsed into a `serde_json::Value` and then read by hand: serde's typed errors quote the
+//! offending value.
+
+use std::sync::OnceLock;
+
+use apache_avro::Schema;
+use apache_avro::types::Value as AvroValue;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use hbidx_schema::codec::parse_printable;
+use hbidx_schema::config::TableConfig;
+use hbidx_schema::model::{CellOp, Mutation, split_column};
+use serde_json::{Map, Value as JsonValue, json};
+
+/// How the messages of one topic are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    HbaseKafkaProxy,
+}
+
+impl Format {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "json" => Some(Self::Json),
+            "hbase-kafka-proxy" => Some(Self::HbaseKafkaProxy),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::HbaseKafkaProxy => "hbase-kafka-proxy",
+        }
+    }
+}
+
+/// Why a message could not be turned into a mutation. The text is safe to log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+fn bad(reason: impl Into<String>) -> DecodeError {
+    DecodeError(reason.into())
+}
+
+/// What one message decodes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoded {
+    /// A mutation of this source's table.
+    Mutation(Mutation),
+    /// A valid event for a different table (topics may carry several tables, e.g. a proxy
+    /// routing rule per namespace). Counted, not indexed, not a dead letter.
+    OtherTable(String),
+}
+
+/// Whether `name` (as written in an event) is this table: its bare name or `ns:name`.
+fn is_table(table: &TableConfig, name: &str) -> bool {
+    name == table.name
+        || name == table.full_name()
+        || name == format!("{}:{}", table.namespace, table.name)
+}
+
+/// Decodes one hbidx JSON event. `message_ts` (the Kafka record timestamp) is the cell timestamp
+/// when the event has no `ts`.
+pub fn decode_json(
+    table: &TableConfig,
+    payload: &[u8],
+    message_ts: Option<i64>,
+) -> Result<Decoded, DecodeError> {
+    let value: JsonValue = serde_json::from_slice(payload).map_err(|err| {
+        bad(format!(
+            "not JSON ({:?} error at line {} column {})",
+            err.classify(),
+            err.line(),
+            err.column()
+        ))
+    })?;
+    let JsonValue::Object(event) = value else {
+        return Err(bad("event must be a JSON object"));
+    };
+    let string = |name: &str| -> Result<Option<&str>, DecodeError> {
+        match event.get(name) {
+            None | Some(JsonValue::Null) => Ok(None),
+            Some(JsonValue::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(bad(format!("\"{name}\" must be a string"))),
+        }
+    };
+    let table_name = string("table")?.ok_or_else(|| bad("\"table\" is missing"))?;
+    if !is_table(table, table_name) {
+        return Ok(Decoded::OtherTable(table_name.to_string()));
+    }
+    let op = string("op")?.ok_or_else(|| bad("\"op\" is missing"))?;
+    let ts = match event.get("ts") {
+        None | Some(JsonValue::Null) => message_ts
+            .ok_or_else(|| bad("\"ts\" is missing and the message has no timestamp"))?,
+        Some(value) => value
+            .as_i64()
+            .filter(|ts| *ts >= 0)
+            .ok_or_else(|| bad("\"ts\" must be a non-negative integer (milliseconds)"))?,
+    };
+    let rowkey = match (string("key")?, string("rowkey")?, string("rowkey_b64")?) {
+        (_, Some(printable_key), None) => parse_printable(printable_key)
+            .map_err(|err| bad(format!("\"rowkey\": {err}")))?,
+        (_, None, Some(b64)) => B64
+            .decode(b64)
+            .map_err(|_| bad("\"rowkey_b64\" is not valid base64"))?,
+        (_, Some(_), Some(_)) => return Err(bad("give only one of \"rowkey\" and \"rowkey_b64\"")),
+        (Some(key), None, None) => table
+            .rowkey
+            .encode(key)
+            .map_err(|err| bad(format!("\"key\": {err}")))?,
+        (None, None, None) => return Err(bad("one of \"key\", \"rowkey\", \"rowkey_b64\" is required")),
+    };
+    if rowkey.is_empty() {
+        return Err(bad("the rowkey is empty"));
+    }
+    let check_column = |column: &str| -> Result<(), DecodeError> {
+        let (family, _) =
+            split_column(column).ok_or_else(|| bad(format!("column \"{column}\" is not family:qualifier")))?;
+        if !table.families.iter().any(|f| f.name == family) {
+            return Err(bad(format!(
+                "column \"{column}\": family \"{family}\" is not declared for table {}",
+                table.name
+            )));
+        }
+        Ok(())
+    };
+    let ops = match op {
+        "put" => {
+            let Some(JsonValue::Object(cells)) = event.get("cells") else {
+                return Err(bad("a put needs \"cells\": an object of column -> string"));
+            };
+            if cells.is_empty() {
+                return Err(bad("a put needs at least one cell"));
+            }
+            let mut ops = Vec::with_capacity(cells.len());
+            for (column, value) in cells {
+                check_column(column)?;
+                let JsonValue::String(value) = value else {
+                    return Err(bad(format!("cell \"{column}\" must be a string")));
+                };
+                ops.push(CellOp::Put {
+                    column: column.clone(),
+                    ts,
+                    value: value.as_bytes().to_vec(),
+                });
+            }
+            ops
+        }
+        "delete_cells" => {
+            let Some(JsonValue::Array(columns)) = event.get("columns") else {
+                return Err(bad("delete_cells needs \"columns\": an array of family:qualifier"));
+            };
+            if columns.is_empty() {
+                return Err(bad("delete_cells needs at least one column"));
+            }
+            let mut ops = Vec::with_capacity(columns.len());
+            for column in columns {
+                let JsonValue::String(column) = column else {
+                    return Err(bad("\"columns\" entries must be strings"));
+                };
+                check_column(column)?;
+                ops.push(CellOp::DeleteCell {
+                    column: column.clone(),
+                    ts,
+                });
+            }
+            ops
+        }
+        "delete_family" => {
+            let family = string("family")?.ok_or_else(|| bad("delete_family needs \"family\""))?;
+            if !table.families.iter().any(|f| f.name == family) {
+                return Err(bad(format!("family \"{family}\" is not declared for table {}", table.name)));
+            }
+            vec![CellOp::DeleteFamily {
+                family: family.to_string(),
+                ts,
+            }]
+        }
+        "delete_row" => vec![CellOp::DeleteRow { ts }],
+        _ => {
+            return Err(bad(
+                "\"op\" must be put, delete_cells, delete_family or delete_row",
+            ));
+        }
+    };
+    Ok(Decoded::Mutation(Mutation {
+        table: table.name.clone(),
+        rowkey,
+        ops,
+    }))
+}
+
+/// Encodes a mutation as an hbidx JSON event (what the write-through API publishes). The rowkey
+/// goes as `rowkey_b64` so that random-salt designs replay to the same row; `key` is added for
+/// people reading the topic.
+pub fn encode_json(table: &TableConfig, mutation: &Mutation) -> Vec<u8> {
+    let mut event = Map::new();
+    event.insert("table".into(), json!(table.full_name()));
+    event.insert("rowkey_b64".into(), json!(B64.encode(&mutation.rowkey)));
+    if let Ok(key) = table.rowkey.decode(&mutation.rowkey) {
+        event.insert("key".into(), json!(key));
+    }
+    let ts = mutation.ops.first().map(CellOp::ts).unwrap_or_default();
+    event.insert("ts".into(), json!(ts));
+    let puts: Map<String, JsonValue> = mutation
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            CellOp::Put { column, value, .. } => Some((
+                column.clone(),
+                json!(String::from_utf8_lossy(value)),
+            )),
+            _ => None,
+        })
+        .collect();
+    let deleted: Vec<&str> = mutation
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            CellOp::DeleteCell { column, .. } => Some(column.as_str()),
+            _ => None,
+        })
+        .collect();
+    if mutation.ops.iter().any(|op| matches!(op, CellOp::DeleteRow { .. })) {
+        event.insert("op".into(), json!("delete_row"));
+    } else if !deleted.is_empty() {
+        event.insert("op".into(), json!("delete_cells"));
+        event.insert("columns".into(), json!(deleted));
+    } else {
+        event.insert("op".into(), json!("put"));
+        event.insert("cells".into(), JsonValue::Object(puts));
+    }
+    serde_json::to_vec(&JsonValue::Object(event)).unwrap_or_default()
+}
+
+/// The `HBaseKafkaEvent` Avro schema of apache/hbase-connectors' Kafka Proxy.
+pub const HBASE_KAFKA_EVENT_SCHEMA: &str = r#"{
+  "type": "record",
+  "name": "HBaseKafkaEvent",
+  "namespace": "org.apache.hadoop.hbase.kafka",
+  "fields": [
+    {"name": "key", "type": "bytes"},
+    {"name": "timestamp", "type": "long"},
+    {"name": "delete", "type": "boolean"},
+    {"name": "value", "type": "bytes"},
+    {"name": "qualifier", "type": "bytes"},
+    {"name": "family", "type": "bytes"},
+    {"name": "table", "type": "bytes"}
+  ]
+}"#;
+
+/// Largest allocation a single Avro message may ask for. A corrupt length prefix must not make
+/// the indexer try to allocate gigabytes.
+const AVRO_MAX_ALLOCATION: usize = 16 << 20;
+
+fn proxy_schema() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        apache_avro::util::max_allocation_bytes(AVRO_MAX_ALLOCATION);
+        #[allow(clippy::expect_used)]
+        Schema::parse_str(HBASE_KAFKA_EVENT_SCHEMA).expect("the built-in schema is valid")
+    })
+}
+
+/// One cell event of the Kafka Proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyCell {
+    pub rowkey: Vec<u8>,
+    pub op: CellOp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyDecoded {
+    Cell(ProxyCell),
+    /// A cell of another table (see [`Decoded::OtherTable`]).
+    OtherTable(String),
+}
+
+/// Decodes one Kafka Proxy message into the cell operation it carries.
+///
+/// `delete = true` means the HBase mutation was a Delete (the proxy does not pass the cell
+/// type): with a qualifier it deletes that column, without one the whole family (a row delete
+/// reaches the WAL as one family delete per family).
+pub fn decode_proxy(table: &TableConfig, payload: &[u8]) -> Result<ProxyDecoded, DecodeError> {
+    let schema = proxy_schema();
+    let reader = apache_avro::reader::datum::GenericDatumReader::builder(schema)
+        .build()
+        .map_err(|err| bad(format!("avro reader: {err}")))?;
+    let mut rest = payload;
+    let value = reader
+        .read_value(&mut rest)
+        .map_err(|_| bad("not an HBaseKafkaEvent Avro datum"))?;
+    if !rest.is_empty() {
+        return Err(bad(format!(
+            "{} trailing bytes after the HBaseKafkaEvent datum",
+            rest.len()
+        )));
+    }
+    let AvroValue::Record(fields) = value else {
+        return Err(bad("not an HBaseKafkaEvent record"));
+    };
+    let mut key = None;
+    let mut ts = None;
+    let mut delete = None;
+    let mut value = None;
+    let mut qualifier = None;
+    let mut family = None;
+    let mut table_name = None;
+    for (name, field) in fields {
+        match (name.as_str(), field) {
+            ("key", AvroValue::Bytes(b)) => key = Some(b),
+            ("timestamp", AvroValue::Long(t)) => ts = Some(t),
+            ("delete", AvroValue::Boolean(d)) => delete = Some(d),
+            ("value", AvroValue::Bytes(b)) => value = Some(b),
+            ("qualifier", AvroValue::Bytes(b)) => qualifier = Some(b),
+            ("family", AvroValue::Bytes(b)) => family = Some(b),
+            ("table", AvroValue::Bytes(b)) => table_name = Some(b),
+            _ => return Err(bad(format!("unexpected field \"{name}\""))),
+        }
+    }
+    let (Some(rowkey), Some(ts), Some(delete), Some(value), Some(qualifier), Some(family), Some(name)) =
+        (key, ts, delete, value, qualifier, family, table_name)
+    else {
+        return Err(bad("an HBaseKafkaEvent field is missing"));
+    };
+    let name = String::from_utf8(name).map_err(|_| bad("\"table\" is not UTF-8"))?;
+    if !is_table(table, &name) {
+        return Ok(ProxyDecoded::OtherTable(name));
+    }
+    if rowkey.is_empty() {
+        return Err(bad("\"key\" (the rowkey) is empty"));
+    }
+    if ts < 0 {
+        return Err(bad("\"timestamp\" is negative"));
+    }
+    let family = String::from_utf8(family).map_err(|_| bad("\"family\" is not UTF-8"))?;
+    if family.is_empty() {
+        return Err(bad("\"family\" is empty"));
+    }
+    let qualifier =
+        String::from_utf8(qualifier).map_err(|_| bad("\"qualifier\" is not UTF-8"))?;
+    let op = match (delete, qualifier.is_empty()) {
+        (false, _) => CellOp::Put {
+            column: format!("{family}:{qualifier}"),
+            ts,
+            value,
+        },
+        (true, false) => CellOp::DeleteCell {
+            column: format!("{family}:{qualifier}"),
+            ts,
+        },
+        (true, true) => CellOp::DeleteFamily { family, ts },
+    };
+    Ok(ProxyDecoded::Cell(ProxyCell { rowkey, op }))
+}
+
+/// Encodes one cell as the Kafka Proxy would (tests, the benchmark, and tools that feed hbidx
+/// from something else).
+pub fn encode_proxy(table: &str, rowkey: &[u8], op: &CellOp) -> Result<Vec<u8>, DecodeError> {
+    let (delete, family, qualifier, value, ts) = match op {
+        CellOp::Put { column, ts, value } => {
+            let (f, q) = split_column(column).ok_or_else(|| bad("bad column"))?;
+            (false, f.to_string(), q.to_string(), value.clone(), *ts)
+        }
+        CellOp::DeleteCell { column, ts } => {
+            let (f, q) = split_column(column).ok_or_else(|| bad("bad column"))?;
+            (true, f.to_string(), q.to_string(), Vec::new(), *ts)
+        }
+        CellOp::DeleteFamily { family, ts } => (true, family.clone(), String::new(), Vec::new(), *ts),
+        CellOp::DeleteRow { .. } => {
+            return Err(bad(
+                "the proxy has no row-delete event; send one family delete per family",
+            ));
+        }
+    };
+    let record = AvroValue::Record(vec![
+        ("key".into(), AvroValue::Bytes(rowkey.to_vec())),
+        ("timestamp".into(), AvroValue::Long(ts)),
+        ("delete".into(), AvroValue::Boolean(delete)),
+        ("value".into(), AvroValue::Bytes(value)),
+        ("qualifier".into(), AvroValue::Bytes(qualifier.into_bytes())),
+        ("family".into(), AvroValue::Bytes(family.into_bytes())),
+        ("table".into(), AvroValue::Bytes(table.as_bytes().to_vec())),
+    ]);
+    apache_avro::writer::datum::GenericDatumWriter::builder(proxy_schema())
+        .build()
+        .and_then(|writer| writer.write_value_to_vec(record))
+        .map_err(|err| bad(format!("avro encode: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> TableConfig {
+        let config =
+            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
+        config.table("user").unwrap().clone()
+    }
+
+    fn mutation(decoded: Decoded) -> Mutation {
+        match decoded {
+            Decoded::Mutation(m) => m,
+            other => panic!("expected a mutation, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_shapes_from_the_readme() {
+        let t = table();
+        let put = r#"{"table":"user","key":"u1","op":"put","ts":1700000000000,"cells":{"info:phone":"13800138000","info:name":"张三"}}"#;
+        let m = mutation(decode_json(&t, put.as_bytes(), None).unwrap());
+        assert_eq!(m.rowkey, t.rowkey.encode("u1").unwrap());
+        assert_eq!(m.ops.len(), 2);
+        assert!(m.ops.iter().all(|op| op.ts() == 1_700_000_000_000));
+
+        let del = br#"{"table":"user","key":"u1","op":"delete_cells","ts":5,"columns":["info:phone"]}"#;
+        let m = mutation(decode_json(&t, del, None).unwrap());
+        assert_eq!(
+            m.ops,
+            vec![CellOp::DeleteCell {
+                column: "info:phone".into(),
+                ts: 5
+            }]
+        );
+        let row = br#"{"table":"user","key":"u1","op":"delete_row"}"#;
+        let m = mutation(decode_json(&t, row, Some(42)).unwrap());
+        assert_eq!(m.ops, vec![CellOp::DeleteRow { ts: 42 }], "message ts is the fallback");
+    }
+
+    #[test]
+    fn json_rowkey_forms_agree() {
+        let t = table();
+        let rowkey = t.rowkey.encode("u7").unwrap();
+        let printable = hbidx_schema::codec::printable(&rowkey);
+        let b64 = B64.encode(&rowkey);
+        for event in [
+            format!(r#"{{"table":"user","key":"u7","op":"delete_row","ts":1}}"#),
+            format!(r#"{{"table":"user","rowkey":"{printable}","op":"delete_row","ts":1}}"#),
+            format!(r#"{{"table":"user","rowkey_b64":"{b64}","op":"delete_row","ts":1}}"#),
+        ] {
+            assert_eq!(
+                mutation(decode_json(&t, event.as_bytes(), None).unwrap()).rowkey,
+                rowkey
+            );
+        }
+    }
+
+    #[test]
+    fn json_errors_name_the_problem_and_never_the_value() {
+        let t = table();
+        let cases: &[(&[u8], &str)] = &[
+            (b"{not json", "not JSON"),
+            (b"[1]", "JSON object"),
+            (br#"{"key":"u1","op":"put","ts":1,"cells":{}}"#, "\"table\" is missing"),
+            (br#"{"table":"user","key":"u1","ts":1}"#, "\"op\" is missing"),
+            (br#"{"table":"user","key":"u1","op":"upsert","ts":1}"#, "\"op\" must be"),
+            (br#"{"table":"user","op":"delete_row","ts":1}"#, "\"key\""),
+            (br#"{"table":"user","key":"u1","op":"delete_row"}"#, "\"ts\" is missing"),
+            (br#"{"table":"user","key":"u1","op":"delete_row","ts":"13800138000"}"#, "\"ts\" must be"),
+            (br#"{"table":"user","key":"u1","op":"put","ts":1,"cells":{"info:phone":13800138000}}"#, "must be a string"),
+            (br#"{"table":"user","key":"u1","op":"put","ts":1,"cells":{"nope:phone":"13800138000"}}"#, "family \"nope\""),
+            (br#"{"table":"user","rowkey_b64":"%%%","op":"delete_row","ts":1}"#, "base64"),
+        ];
+        for (payload, expected) in cases {
+            let err = decode_json(&t, payload, None).unwrap_err().to_string();
+            assert!(err.contains(expected), "{err:?} should contain {expected:?}");
+            assert!(!err.contains("13800138000"), "value leaked: {err}");
+        }
+    }
+
+    #[test]
+    fn json_other_table_is_not_an_error() {
+        let t = table();
+        let event = br#"{"table":"orders","key":"o1","op":"delete_row","ts":1}"#;
+        assert_eq!(
+            decode_json(&t, event, None).unwrap(),
+            Decoded::OtherTable("orders".into())
+        );
+    }
+
+    #[test]
+    fn json_encode_round_trips() {
+        let t = table();
+        let m = Mutation {
+            table: "user".into(),
+            rowkey: t.rowkey.encode("u9").unwrap(),
+            ops: vec![CellOp::Put {
+                column: "info:name".into(),
+                ts: 9,
+                value: "李四".as_bytes().to_vec(),
+            }],
+        };
+        assert_eq!(mutation(decode_json(&t, &encode_json(&t, &m), None).unwrap()), m);
+        let d = Mutation {
+            ops: vec![CellOp::DeleteRow { ts: 10 }],
+            ..m.clone()
+        };
+        assert_eq!(mutation(decode_json(&t, &encode_json(&t, &d), None).unwrap()), d);
+    }
+
+    #[test]
+    fn proxy_events_round_trip_and_map_deletes() {
+        let t = table();
+        let rowkey = t.rowkey.encode("u1").unwrap();
+        for op in [
+            CellOp::Put {
+                column: "info:phone".into(),
+                ts: 7,
+                value: b"13800138000".to_vec(),
+            },
+            CellOp::DeleteCell {
+                column: "info:phone".into(),
+                ts: 8,
+            },
+            CellOp::DeleteFamily {
+                family: "info".into(),
+                ts: 9,
+            },
+        ] {
+            let bytes = encode_proxy("user", &rowkey, &op).unwrap();
+            assert_eq!(
+                decode_proxy(&t, &bytes).unwrap(),
+                ProxyDecoded::Cell(ProxyCell {
+                    rowkey: rowkey.clone(),
+                    op
+                })
+            );
+        }
+        let other = encode_proxy("orders", b"o1", &CellOp::DeleteRow { ts: 1 });
+        assert!(other.is_err(), "the proxy has no row deletes");
+        let other = encode_proxy(
+            "orders",
+            b"o1",
+            &CellOp::DeleteFamily {
+                family: "d".into(),
+                ts: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            decode_proxy(&t, &other).unwrap(),
+            ProxyDecoded::OtherTable("orders".into())
+        );
+    }
+
+    #[test]
+    fn proxy_garbage_is_an_error_not_a_panic() {
+        let t = table();
+        let good = encode_proxy(
+            "user",
+            b"abc",
+            &CellOp::Put {
+                column: "info:name".into(),
+                ts: 1,
+                value: b"x".to_vec(),
+            },
+        )
+        .unwrap();
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert!(decode_proxy(&t, &trailing).unwrap_err().0.contains("trailing"));
+        for cut in 0..good.len() {
+            assert!(decode_proxy(&t, &good[..cut]).is_err());
+        }
+        // A huge length prefix must fail, not allocate.
+        assert!(decode_proxy(&t, &[0xfe, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        assert!(decode_proxy(&t, b"{\"table\":\"user\"}").is_err());
+    }
+}

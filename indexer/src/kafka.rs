@@ -1,0 +1,587 @@
+//! The Kafka source (rdkafka), the dead-letter file, and the write-through publisher.
+//!
+//! Positions: the source of truth is the checkpoint in the tantivy commit payload, one entry per
+//! partition under the source name `kafka:<topic>`. Kafka's committed offsets are only a hint
+//! written after each index commit, so that ordinary lag tools (kafka-consumer-groups) work; they
+//! are never read back. On assignment every partition is positioned explicitly: just after its
+//! checkpoint, or, with no checkpoint in this index, at the configured start (earliest by
+//! default) — never at another index's committed offset.
+//!
+//! Replica model: each hbidx instance consumes with its own group (`hbidx-<instance>-<table>`),
+//! so it gets every partition and builds a full index. Checkpoints are per partition already,
+//! which is what partition-sharded indexes would need later.
+//!
+//! Everything here blocks and runs on the table's indexer thread (or, for the publisher,
+//! inside rdkafka's own threads behind a future).
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use hbidx_schema::config::TableConfig;
+use hbidx_schema::model::{ChangeEvent, Mutation};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{IndexerError, Result};
+use crate::formats::{Decoded, Format, ProxyDecoded, decode_json, decode_proxy};
+use crate::source::{PartitionReport, Source};
+
+/// Where a partition with no checkpoint in this index starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartPolicy {
+    Earliest,
+    Latest,
+}
+
+/// A validated `[[sources]]` entry of kind `kafka` (see `config.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KafkaSourceConfig {
+    pub brokers: String,
+    pub topic: String,
+    pub format: Format,
+    /// The configured table's name.
+    pub table: String,
+    /// Consumer group; `None` derives `hbidx-<instance>-<table>`.
+    pub group_id: Option<String>,
+    pub start: StartPolicy,
+    /// Extra librdkafka properties (security settings and the like), passed through.
+    pub properties: BTreeMap<String, String>,
+}
+
+impl KafkaSourceConfig {
+    /// The name this source's partitions have in checkpoints.
+    pub fn source_name(&self) -> String {
+        format!("kafka:{}", self.topic)
+    }
+
+    pub fn group_id(&self, instance_id: &str) -> String {
+        self.group_id
+            .clone()
+            .unwrap_or_else(|| format!("hbidx-{instance_id}-{}", self.table))
+    }
+
+    fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", &self.brokers);
+        for (key, value) in &self.properties {
+            config.set(key, value);
+        }
+        config
+    }
+}
+
+fn kafka_error(source_name: &str, err: impl std::fmt::Display) -> IndexerError {
+    IndexerError::Source {
+        source_name: source_name.to_string(),
+        reason: err.to_string(),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// State shared between the source and the rebalance callback (which runs inside `poll`).
+struct Positions {
+    topic: String,
+    start: StartPolicy,
+    /// Last offset handed to the indexer, per partition.
+    returned: Mutex<BTreeMap<i32, i64>>,
+    /// Last offset covered by an index commit, per partition (the Kafka commit hint).
+    committed: Mutex<BTreeMap<i32, i64>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+struct RebalanceContext {
+    positions: Arc<Positions>,
+}
+
+impl ClientContext for RebalanceContext {}
+
+impl ConsumerContext for RebalanceContext {
+    /// Replaces the default handler so that assigned partitions start from this index's own
+    /// positions instead of the group's committed offsets.
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        let positions = &self.positions;
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let returned = lock(&positions.returned).clone();
+                let partitions: Vec<(String, i32)> = tpl
+                    .elements()
+                    .iter()
+                    .map(|e| (e.topic().to_string(), e.partition()))
+                    .collect();
+                for (topic, partition) in partitions {
+                    let offset = if topic != positions.topic {
+                        Offset::Stored
+                    } else {
+                        match returned.get(&partition) {
+                            Some(offset) => Offset::Offset(offset + 1),
+                            None => match positions.start {
+                                StartPolicy::Earliest => Offset::Beginning,
+                                StartPolicy::Latest => Offset::End,
+                            },
+                        }
+                    };
+                    if let Err(err) = tpl.set_partition_offset(&topic, partition, offset) {
+                        tracing::error!(topic = %topic, partition, error = %err, "cannot position an assigned partition");
+                    }
+                }
+                tracing::info!(topic = %positions.topic, partitions = tpl.count(), "partitions assigned");
+                if let Err(err) = consumer.assign(tpl) {
+                    tracing::error!(topic = %positions.topic, error = %err, "assign failed");
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                // Hint Kafka with what the index has durably covered; whoever gets the partitions
+                // next (with this index, that is us again) resumes from the index checkpoint.
+                let committed = lock(&positions.committed).clone();
+                if let Some(hint) = commit_list(&positions.topic, &committed)
+                    && let Err(err) = consumer.commit(&hint, CommitMode::Sync)
+                {
+                    tracing::warn!(topic = %positions.topic, error = %err, "offset hint commit on revoke failed");
+                }
+                tracing::info!(topic = %positions.topic, "partitions revoked");
+                if let Err(err) = consumer.unassign() {
+                    tracing::error!(topic = %positions.topic, error = %err, "unassign failed");
+                }
+            }
+            other => {
+                tracing::error!(topic = %positions.topic, error = ?other, "rebalance error; unassigning");
+                let _ = consumer.unassign();
+            }
+        }
+    }
+}
+
+fn commit_list(topic: &str, positions: &BTreeMap<i32, i64>) -> Option<TopicPartitionList> {
+    if positions.is_empty() {
+        return None;
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (partition, offset) in positions {
+        // Kafka's convention: the committed offset is the next one to read.
+        tpl.add_partition_offset(topic, *partition, Offset::Offset(offset + 1))
+            .ok()?;
+    }
+    Some(tpl)
+}
+
+/// Undecodable messages, appended as JSON lines to `<dir>/<table>.jsonl` with the reason,
+/// topic, partition and offset, and the raw payload in base64. Replaying after a crash may
+/// append a message twice (at-least-once), never lose one.
+pub struct DeadLetterFile {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl DeadLetterFile {
+    pub fn new(dir: &Path, table: &str) -> Self {
+        Self {
+            path: dir.join(format!("{table}.jsonl")),
+            file: None,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write(&mut self, record: &serde_json::Value) -> std::io::Result<()> {
+        if self.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            self.file = Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)?,
+            );
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        file.write_all(&line)?;
+        file.flush()
+    }
+}
+
+/// Per-partition counters the source keeps for the status endpoint.
+#[derive(Debug, Default, Clone)]
+struct PartitionCounters {
+    dead_letters: u64,
+    other_table: u64,
+    last_event_ms: Option<i64>,
+    high_watermark: Option<i64>,
+}
+
+pub struct KafkaSource {
+    name: String,
+    config: KafkaSourceConfig,
+    table: Arc<TableConfig>,
+    consumer: BaseConsumer<RebalanceContext>,
+    positions: Arc<Positions>,
+    dead_letters: DeadLetterFile,
+    counters: BTreeMap<i32, PartitionCounters>,
+    watermarks_at: Option<Instant>,
+}
+
+impl KafkaSource {
+    /// Creates the consumer and subscribes. Nothing is fetched until the first poll.
+    pub fn new(
+        config: KafkaSourceConfig,
+        table: Arc<TableConfig>,
+        group_id: &str,
+        dead_letters: DeadLetterFile,
+    ) -> Result<Self> {
+        let name = config.source_name();
+        let positions = Arc::new(Positions {
+            topic: config.topic.clone(),
+            start: config.start,
+            returned: Mutex::new(BTreeMap::new()),
+            committed: Mutex::new(BTreeMap::new()),
+        });
+        let mut client = config.client_config();
+        client
+            .set("group.id", group_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false")
+            // Eager assignment: the rebalance callback assigns whole partition sets.
+            .set("partition.assignment.strategy", "range")
+            .set("auto.offset.reset", match config.start {
+                StartPolicy::Earliest => "earliest",
+                StartPolicy::Latest => "latest",
+            });
+        let consumer: BaseConsumer<RebalanceContext> = client
+            .create_with_context(RebalanceContext {
+                positions: positions.clone(),
+            })
+            .map_err(|err| kafka_error(&name, err))?;
+        consumer
+            .subscribe(&[&config.topic])
+            .map_err(|err| kafka_error(&name, err))?;
+        Ok(Self {
+            name,
+            config,
+            table,
+            consumer,
+            positions,
+            dead_letters,
+            counters: BTreeMap::new(),
+            watermarks_at: None,
+        })
+    }
+
+    fn dead_letter(&mut self, partition: i32, offset: i64, payload: Option<&[u8]>, reason: &str) {
+        self.counters.entry(partition).or_default().dead_letters += 1;
+        // The reason names what is wrong without quoting values, so it may be logged; the
+        // payload (which may hold personal data) goes only to the dead-letter file.
+        tracing::warn!(source = %self.name, partition, offset, reason, "event sent to dead letters");
+        let record = serde_json::json!({
+            "at_ms": now_ms(),
+            "source": self.name,
+            "topic": self.config.topic,
+            "table": self.config.table,
+            "partition": partition,
+            "offset": offset,
+            "reason": reason,
+            "payload_b64": payload.map(|p| B64.encode(p)),
+        });
+        if let Err(err) = self.dead_letters.write(&record) {
+            tracing::error!(source = %self.name, path = %self.dead_letters.path().display(), error = %err, "cannot write the dead-letter file");
+        }
+    }
+
+    fn skip_event(&self, partition: i32, offset: i64) -> ChangeEvent {
+        ChangeEvent {
+            partition,
+            offset,
+            mutation: Mutation {
+                table: self.table.name.clone(),
+                rowkey: Vec::new(),
+                ops: Vec::new(),
+            },
+        }
+    }
+
+    /// Turns one message into an event (or a skip marker) and appends it to `out`.
+    fn take_message(
+        &mut self,
+        partition: i32,
+        offset: i64,
+        timestamp: Option<i64>,
+        payload: Option<&[u8]>,
+        out: &mut Vec<ChangeEvent>,
+    ) {
+        let counters = self.counters.entry(partition).or_default();
+        counters.last_event_ms = timestamp.or(counters.last_event_ms);
+        let Some(payload) = payload.filter(|p| !p.is_empty()) else {
+            self.dead_letter(partition, offset, None, "empty message (no payload)");
+            out.push(self.skip_event(partition, offset));
+            return;
+        };
+        match self.config.format {
+            Format::Json => match decode_json(&self.table, payload, timestamp) {
+                Ok(Decoded::Mutation(mutation)) => out.push(ChangeEvent {
+                    partition,
+                    offset,
+                    mutation,
+                }),
+                Ok(Decoded::OtherTable(_)) => {
+                    self.counters.entry(partition).or_default().other_table += 1;
+                    out.push(self.skip_event(partition, offset));
+                }
+                Err(err) => {
+                    self.dead_letter(partition, offset, Some(payload), &err.0);
+                    out.push(self.skip_event(partition, offset));
+                }
+            },
+            Format::HbaseKafkaProxy => match decode_proxy(&self.table, payload) {
+                Ok(ProxyDecoded::Cell(cell)) => {
+                    // The proxy sends one message per cell; consecutive cells of one row in a
+                    // partition become one mutation, so the row's document is rebuilt once.
+                    if let Some(last) = out.last_mut()
+                        && last.partition == partition
+                        && !last.mutation.ops.is_empty()
+                        && last.mutation.rowkey == cell.rowkey
+                    {
+                        last.mutation.ops.push(cell.op);
+                        last.offset = offset;
+                    } else {
+                        out.push(ChangeEvent {
+                            partition,
+                            offset,
+                            mutation: Mutation {
+                                table: self.table.name.clone(),
+                                rowkey: cell.rowkey,
+                                ops: vec![cell.op],
+                            },
+                        });
+                    }
+                }
+                Ok(ProxyDecoded::OtherTable(_)) => {
+                    self.counters.entry(partition).or_default().other_table += 1;
+                    out.push(self.skip_event(partition, offset));
+                }
+                Err(err) => {
+                    self.dead_letter(partition, offset, Some(payload), &err.0);
+                    out.push(self.skip_event(partition, offset));
+                }
+            },
+        }
+    }
+}
+
+impl Source for KafkaSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn seek(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+        let mut positions = BTreeMap::new();
+        let prefix = format!("{}/", self.name);
+        for (key, offset) in &checkpoint.positions {
+            if let Some(partition) = key.strip_prefix(&prefix)
+                && let Ok(partition) = partition.parse::<i32>()
+            {
+                positions.insert(partition, *offset);
+            }
+        }
+        *lock(&self.positions.returned) = positions.clone();
+        *lock(&self.positions.committed) = positions.clone();
+        // Partitions already assigned are moved now; later assignments read `returned`.
+        let assigned = self
+            .consumer
+            .assignment()
+            .map_err(|err| kafka_error(&self.name, err))?;
+        for element in assigned.elements_for_topic(&self.config.topic) {
+            let partition = element.partition();
+            let offset = match positions.get(&partition) {
+                Some(offset) => Offset::Offset(offset + 1),
+                None => match self.config.start {
+                    StartPolicy::Earliest => Offset::Beginning,
+                    StartPolicy::Latest => Offset::End,
+                },
+            };
+            self.consumer
+                .seek(&self.config.topic, partition, offset, Duration::from_secs(10))
+                .map_err(|err| kafka_error(&self.name, err))?;
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
+        let deadline = Instant::now() + timeout;
+        let mut out: Vec<ChangeEvent> = Vec::new();
+        while out.len() < max {
+            // Wait only for the first message; after that take what is already buffered.
+            let wait = if out.is_empty() {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            let message = match self.consumer.poll(wait) {
+                None => break,
+                Some(Ok(message)) => message,
+                Some(Err(err)) => {
+                    if out.is_empty() {
+                        return Err(kafka_error(&self.name, err));
+                    }
+                    tracing::warn!(source = %self.name, error = %err, "kafka poll error");
+                    break;
+                }
+            };
+            if message.topic() != self.config.topic {
+                continue;
+            }
+            let partition = message.partition();
+            let offset = message.offset();
+            {
+                let mut returned = lock(&self.positions.returned);
+                // A message at or below what was already handed over is a redelivery (after a
+                // rebalance or a seek); the index has it, so drop it.
+                if returned.get(&partition).is_some_and(|last| offset <= *last) {
+                    continue;
+                }
+                returned.insert(partition, offset);
+            }
+            let timestamp = message.timestamp().to_millis();
+            let payload = message.payload().map(<[u8]>::to_vec);
+            drop(message);
+            self.take_message(partition, offset, timestamp, payload.as_deref(), &mut out);
+            if Instant::now() >= deadline && !out.is_empty() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn committed(&mut self, checkpoint: &Checkpoint) {
+        let prefix = format!("{}/", self.name);
+        let mut committed = lock(&self.positions.committed);
+        for (key, offset) in &checkpoint.positions {
+            if let Some(partition) = key.strip_prefix(&prefix)
+                && let Ok(partition) = partition.parse::<i32>()
+            {
+                committed.insert(partition, *offset);
+            }
+        }
+        if let Some(hint) = commit_list(&self.config.topic, &committed)
+            && let Err(err) = self.consumer.commit(&hint, CommitMode::Async)
+        {
+            tracing::debug!(source = %self.name, error = %err, "offset hint commit failed");
+        }
+    }
+
+    fn report(&mut self) -> Vec<PartitionReport> {
+        let due = self
+            .watermarks_at
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
+        if due {
+            self.watermarks_at = Some(Instant::now());
+            if let Ok(assigned) = self.consumer.assignment() {
+                for element in assigned.elements_for_topic(&self.config.topic) {
+                    let partition = element.partition();
+                    if let Ok((_, high)) = self.consumer.fetch_watermarks(
+                        &self.config.topic,
+                        partition,
+                        Duration::from_millis(500),
+                    ) {
+                        self.counters.entry(partition).or_default().high_watermark = Some(high);
+                    }
+                }
+            }
+        }
+        self.counters
+            .iter()
+            .map(|(partition, c)| PartitionReport {
+                partition: *partition,
+                high_watermark: c.high_watermark,
+                last_event_ms: c.last_event_ms,
+                dead_letters: c.dead_letters,
+                other_table: c.other_table,
+            })
+            .collect()
+    }
+}
+
+/// Publishes write-through mutations as JSON events to a table's topic. Keyed by rowkey, so
+/// every write of a row lands in one partition, in order.
+#[derive(Clone)]
+pub struct KafkaPublisher {
+    producer: FutureProducer,
+    topic: String,
+    source_name: String,
+    table: Arc<TableConfig>,
+}
+
+/// Where a published event landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub source_name: String,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+impl KafkaPublisher {
+    pub fn new(config: &KafkaSourceConfig, table: Arc<TableConfig>) -> Result<Self> {
+        let name = config.source_name();
+        let producer: FutureProducer = config
+            .client_config()
+            // Acknowledged means replicated: the API answers only after this.
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "1")
+            .create()
+            .map_err(|err| kafka_error(&name, err))?;
+        Ok(Self {
+            producer,
+            topic: config.topic.clone(),
+            source_name: name,
+            table,
+        })
+    }
+
+    /// Sends one mutation and waits for the broker's acknowledgement.
+    pub async fn publish(&self, mutation: &Mutation) -> Result<Published> {
+        let payload = crate::formats::encode_json(&self.table, mutation);
+        let record = FutureRecord::to(&self.topic)
+            .key(&mutation.rowkey)
+            .payload(&payload);
+        let delivery = self
+            .producer
+            .send(record, Duration::from_secs(30))
+            .await
+            .map_err(|(err, _)| kafka_error(&self.source_name, err))?;
+        Ok(Published {
+            source_name: self.source_name.clone(),
+            partition: delivery.partition,
+            offset: delivery.offset,
+        })
+    }
+}

@@ -1,0 +1,465 @@
+//! Kafka change capture end to end: a real Kafka-protocol broker (tansu, started by `.ci/run`),
+//! the real `hbidx serve` binary with `[[sources]]` config, real data dirs, HTTP lookups.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use hbidx_schema::model::CellOp;
+use serde_json::{Value, json};
+use util::kafka::{Producer, create_topic, json_source, unique_topic, write_config};
+use util::{Server, eventually, get, post, put};
+
+const TS0: i64 = 1_700_000_000_000;
+
+fn idcard(seq: u32) -> String {
+    let first17 = format!("1101011990{:02}{:02}{:03}", 1 + seq % 12, 1 + seq % 28, seq % 1000);
+    let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
+    format!("{first17}{check}")
+}
+
+const SURNAMES: &[&str] = &["张", "王", "李", "赵", "曾", "欧阳", "单", "陈"];
+const GIVEN: &[&str] = &["伟", "芳", "小贤", "娜", "修", "田芳", "敏", "强"];
+
+fn name(i: u32) -> String {
+    format!(
+        "{}{}",
+        SURNAMES[i as usize % SURNAMES.len()],
+        GIVEN[(i as usize / SURNAMES.len()) % GIVEN.len()]
+    )
+}
+
+fn phone(i: u32, version: u32) -> String {
+    format!("13{}{:08}", 5 + version % 5, i)
+}
+
+/// The indexed columns of one row (what the index should hold for it).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Row {
+    name: Option<String>,
+    phone: Option<String>,
+    idcard: Option<String>,
+}
+
+/// One generated write, in both wire formats' terms.
+enum Op {
+    Put(Vec<(&'static str, String)>),
+    DeleteCells(Vec<&'static str>),
+    DeleteRow,
+}
+
+/// A deterministic stream of writes over `keys` rows: every row is created, then some get a new
+/// phone, some lose their idcard, some are deleted and some of those are re-created.
+fn workload(keys: u32) -> Vec<(u32, Op)> {
+    let mut ops = Vec::new();
+    for i in 0..keys {
+        ops.push((
+            i,
+            Op::Put(vec![
+                ("info:name", name(i)),
+                ("info:phone", phone(i, 0)),
+                ("info:idcard", idcard(i)),
+                ("info:city", "上海".to_string()),
+            ]),
+        ));
+    }
+    for i in (0..keys).step_by(3) {
+        ops.push((i, Op::Put(vec![("info:phone", phone(i, 1))])));
+    }
+    for i in (1..keys).step_by(7) {
+        ops.push((i, Op::DeleteCells(vec!["info:idcard"])));
+    }
+    for i in (2..keys).step_by(10) {
+        ops.push((i, Op::DeleteRow));
+    }
+    for i in (2..keys).step_by(20) {
+        ops.push((i, Op::Put(vec![("info:name", name(i + 1))])));
+    }
+    ops
+}
+
+fn ground_truth(ops: &[(u32, Op)]) -> BTreeMap<u32, Row> {
+    let mut rows: BTreeMap<u32, Row> = BTreeMap::new();
+    for (key, op) in ops {
+        match op {
+            Op::Put(cells) => {
+                let row = rows.entry(*key).or_default();
+                for (column, value) in cells {
+                    match *column {
+                        "info:name" => row.name = Some(value.clone()),
+                        "info:phone" => row.phone = Some(value.clone()),
+                        "info:idcard" => row.idcard = Some(value.clone()),
+                        _ => {}
+                    }
+                }
+            }
+            Op::DeleteCells(columns) => {
+                if let Some(row) = rows.get_mut(key) {
+                    for column in columns {
+                        match *column {
+                            "info:phone" => row.phone = None,
+                            "info:idcard" => row.idcard = None,
+                            "info:name" => row.name = None,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            Op::DeleteRow => {
+                rows.remove(key);
+            }
+        }
+    }
+    rows.retain(|_, row| row != &Row::default());
+    rows
+}
+
+fn json_event(table: &str, key: u32, seq: usize, op: &Op) -> Vec<u8> {
+    let ts = TS0 + seq as i64;
+    let event = match op {
+        Op::Put(cells) => {
+            let cells: serde_json::Map<String, Value> = cells
+                .iter()
+                .map(|(c, v)| (c.to_string(), json!(v)))
+                .collect();
+            json!({"table": table, "key": format!("u{key}"), "op": "put", "ts": ts, "cells": cells})
+        }
+        Op::DeleteCells(columns) => {
+            json!({"table": table, "key": format!("u{key}"), "op": "delete_cells", "ts": ts, "columns": columns})
+        }
+        Op::DeleteRow => json!({"table": table, "key": format!("u{key}"), "op": "delete_row", "ts": ts}),
+    };
+    serde_json::to_vec(&event).unwrap()
+}
+
+fn produce_json(producer: &Producer, table: &str, ops: &[(u32, Op)]) {
+    for (seq, (key, op)) in ops.iter().enumerate() {
+        producer.send(format!("u{key}").as_bytes(), &json_event(table, *key, seq, op));
+    }
+    producer.flush();
+}
+
+fn status(server: &Server) -> Value {
+    get(&server.url("/v1/indexer/status")).1
+}
+
+/// Waits until the table's index has committed everything in every partition of its topic.
+fn wait_caught_up(server: &Server, table: &str, partitions: usize, timeout: Duration) -> Value {
+    eventually(&format!("{table} caught up"), timeout, || {
+        let status = status(server);
+        let parts = status["tables"][table]["partitions"].as_array()?.clone();
+        let caught_up = parts.len() == partitions
+            && parts
+                .iter()
+                .all(|p| p["lag"].as_i64() == Some(0) && p["high_watermark"].as_i64() > Some(0));
+        caught_up.then_some(status)
+    })
+}
+
+/// Looks every live row up by its current phone (1000 per request) and checks the answer is
+/// exactly that row with the expected cells; returns the raw answers for comparisons.
+fn check_all_rows(server: &Server, table: &str, truth: &BTreeMap<u32, Row>) -> Vec<Value> {
+    let with_phone: Vec<(&u32, &Row)> = truth.iter().filter(|(_, r)| r.phone.is_some()).collect();
+    let mut answers = Vec::new();
+    for chunk in with_phone.chunks(1000) {
+        let values: Vec<&str> = chunk.iter().map(|(_, r)| r.phone.as_deref().unwrap()).collect();
+        let (status, body) = post(
+            &server.url(&format!("/v1/tables/{table}/rows:batch-lookup")),
+            &json!({"field": "phone", "values": values}),
+        );
+        assert_eq!(status, 200, "{body}");
+        for ((key, row), result) in chunk.iter().zip(body["results"].as_array().unwrap()) {
+            let rows = result["rows"].as_array().unwrap();
+            assert_eq!(rows.len(), 1, "u{key}: {result}");
+            assert_eq!(rows[0]["key"], format!("u{key}"));
+            let cells = &rows[0]["cells"];
+            assert_eq!(cells["info:name"].as_str(), row.name.as_deref(), "u{key}");
+            assert_eq!(cells["info:idcard"].as_str(), row.idcard.as_deref(), "u{key}");
+        }
+        answers.push(body["results"].clone());
+    }
+    answers
+}
+
+/// Old phones of updated rows and phones of deleted rows find nothing (no ghosts).
+fn check_gone(server: &Server, table: &str, keys: u32, truth: &BTreeMap<u32, Row>) {
+    let mut stale = Vec::new();
+    for i in 0..keys {
+        let current = truth.get(&i).and_then(|r| r.phone.clone());
+        for version in 0..2 {
+            let old = phone(i, version);
+            if current.as_deref() != Some(old.as_str()) {
+                stale.push(old);
+            }
+        }
+    }
+    for chunk in stale.chunks(1000) {
+        let (status, body) = post(
+            &server.url(&format!("/v1/tables/{table}/rows:batch-lookup")),
+            &json!({"field": "phone", "values": chunk, "index_only": true}),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["count"], 0, "stale phones still indexed: {body}");
+    }
+}
+
+fn docs(status: &Value, table: &str) -> u64 {
+    // Live rows: documents that only keep a deleted row's tombstones don't count.
+    status["tables"][table]["rows"].as_u64().unwrap_or(0)
+}
+
+fn serve(data: &Path, config: &Path) -> Server {
+    Server::start(&["serve"], data, &["--config", config.to_str().unwrap()])
+}
+
+#[test]
+fn kafka_100k_events_are_indexed_and_queryable() {
+    let topic = unique_topic("bulk");
+    create_topic(&topic, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
+    let keys = 100_000;
+    let ops: Vec<(u32, Op)> = (0..keys)
+        .map(|i| {
+            (
+                i,
+                Op::Put(vec![
+                    ("info:name", name(i)),
+                    ("info:phone", phone(i, 0)),
+                    ("info:idcard", idcard(i)),
+                ]),
+            )
+        })
+        .collect();
+    // Consumed once from the start, so normal batching is safe on tansu.
+    produce_json(&Producer::fast(&topic), "user", &ops);
+    let server = serve(&dir.path().join("data"), &config);
+    let status = wait_caught_up(&server, "user", 4, Duration::from_secs(600));
+    assert_eq!(docs(&status, "user"), u64::from(keys), "{status}");
+    let truth = ground_truth(&ops);
+    check_all_rows(&server, "user", &truth);
+    // Other field kinds answer too, from the same Kafka-fed index.
+    let (_, body) = get(&server.url(&format!("/v1/tables/user/rows?idcard={}", idcard(77))));
+    assert!(util::keys(&body).contains(&"u77".to_string()), "{body}");
+}
+
+#[test]
+fn kill_9_mid_stream_then_restart_matches_ground_truth() {
+    let topic = unique_topic("crash");
+    create_topic(&topic, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
+    let keys = 12_000;
+    let ops = workload(keys);
+    let truth = ground_truth(&ops);
+
+    let server = serve(&data, &config);
+    let producer = std::thread::spawn({
+        let topic = topic.clone();
+        move || {
+            let ops = workload(keys);
+            produce_json(&Producer::exact(&topic), "user", &ops);
+        }
+    });
+    eventually("some events indexed", Duration::from_secs(120), || {
+        (status(&server)["tables"]["user"]["events"].as_u64()? >= 3000).then_some(())
+    });
+    server.kill9();
+    producer.join().unwrap();
+
+    let server = serve(&data, &config);
+    let status = wait_caught_up(&server, "user", 3, Duration::from_secs(300));
+    assert_eq!(docs(&status, "user"), truth.len() as u64, "no lost and no ghost docs: {status}");
+    check_all_rows(&server, "user", &truth);
+    check_gone(&server, "user", keys, &truth);
+    // Rows whose idcard was deleted are no longer found by it.
+    let (_, body) = get(&server.url(&format!("/v1/tables/user/rows?idcard={}", idcard(1))));
+    assert!(!util::keys(&body).contains(&"u1".to_string()), "{body}");
+}
+
+#[test]
+fn two_replicas_answer_identically_and_a_killed_one_catches_up() {
+    let topic = unique_topic("replicas");
+    create_topic(&topic, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let keys = 8_000;
+    let ops = workload(keys);
+    let mut truth = ground_truth(&ops);
+
+    let a = serve(&data_a, &config);
+    let b = serve(&data_b, &config);
+    let producer = std::thread::spawn({
+        let topic = topic.clone();
+        move || produce_json(&Producer::exact(&topic), "user", &workload(keys))
+    });
+    eventually("replica a indexing", Duration::from_secs(120), || {
+        (status(&a)["tables"]["user"]["events"].as_u64()? >= 2000).then_some(())
+    });
+    a.kill9();
+    producer.join().unwrap();
+    let a = serve(&data_a, &config);
+
+    wait_caught_up(&a, "user", 4, Duration::from_secs(300));
+    wait_caught_up(&b, "user", 4, Duration::from_secs(300));
+    // Write-through on one replica goes through the topic, so the other sees it too;
+    // `wait=indexed` answers once it is searchable on the replica that took the write.
+    let (code, body) = put(
+        &b.url("/v1/tables/user/rows/u999999?wait=indexed"),
+        &json!({"cells": {"info:name": "单田芳", "info:phone": "13912345678"}}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["indexed"], true);
+    truth.insert(
+        999_999,
+        Row {
+            name: Some("单田芳".into()),
+            phone: Some("13912345678".into()),
+            idcard: None,
+        },
+    );
+
+    eventually("replica a sees the write", Duration::from_secs(60), || {
+        let (_, body) = get(&a.url("/v1/tables/user/rows?phone=13912345678"));
+        (util::keys(&body) == vec!["u999999".to_string()]).then_some(())
+    });
+    let status_a = wait_caught_up(&a, "user", 4, Duration::from_secs(300));
+    let status_b = wait_caught_up(&b, "user", 4, Duration::from_secs(300));
+    assert_eq!(docs(&status_a, "user"), truth.len() as u64, "{status_a}");
+    assert_eq!(docs(&status_b, "user"), truth.len() as u64, "{status_b}");
+    let answers_a = check_all_rows(&a, "user", &truth);
+    let answers_b = check_all_rows(&b, "user", &truth);
+    assert_eq!(answers_a, answers_b, "replicas disagree");
+    // Each replica is its own consumer group, so both consumed every partition.
+    assert_ne!(
+        std::fs::read_to_string(data_a.join("instance-id")).unwrap(),
+        std::fs::read_to_string(data_b.join("instance-id")).unwrap()
+    );
+    let (_, found) = get(&a.url("/v1/tables/user/rows?name=stf&match=pinyin"));
+    assert!(util::keys(&found).contains(&"u999999".to_string()), "{found}");
+}
+
+#[test]
+fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {
+    let topic = unique_topic("bad");
+    create_topic(&topic, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
+    let producer = Producer::exact(&topic);
+    let good = |i: u32| json_event("user", i, i as usize, &Op::Put(vec![("info:name", name(i)), ("info:phone", phone(i, 0))]));
+    producer.send(b"u1", &good(1));
+    producer.send(b"x", b"{not json at all");
+    producer.send(b"x", br#"{"table":"user","key":"u5","ts":1}"#);
+    producer.send(b"x", &[0xde, 0xad, 0xbe, 0xef]);
+    // A bad phone in an otherwise good row: indexed on its valid fields, the value reported.
+    producer.send(
+        b"u3",
+        &serde_json::to_vec(&json!({"table": "user", "key": "u3", "op": "put", "ts": TS0,
+            "cells": {"info:name": "解缙", "info:phone": "1999999999"}}))
+        .unwrap(),
+    );
+    producer.send(b"u2", &good(2));
+    producer.flush();
+
+    let server = serve(&data, &config);
+    let status = wait_caught_up(&server, "user", 1, Duration::from_secs(120));
+    let table = &status["tables"]["user"];
+    assert_eq!(table["dead_letters"], 3, "{status}");
+    assert_eq!(table["partitions"][0]["dead_letters"], 3, "{status}");
+    assert!(table["invalid_values"].as_u64().unwrap() >= 1, "{status}");
+    assert_eq!(docs(&status, "user"), 3, "{status}");
+
+    let lines: Vec<Value> = std::fs::read_to_string(data.join("deadletters/user.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let offsets: Vec<i64> = lines.iter().map(|l| l["offset"].as_i64().unwrap()).collect();
+    assert_eq!(offsets, vec![1, 2, 3]);
+    assert!(lines[0]["reason"].as_str().unwrap().contains("not JSON"));
+    assert!(lines[1]["reason"].as_str().unwrap().contains("\"op\" is missing"));
+    assert!(lines.iter().all(|l| l["partition"] == 0 && l["payload_b64"].is_string()));
+
+    for (query, key) in [
+        (format!("phone={}", phone(1, 0)), "u1"),
+        (format!("phone={}", phone(2, 0)), "u2"),
+        ("name=xiejin&match=pinyin".to_string(), "u3"),
+    ] {
+        let (_, body) = get(&server.url(&format!("/v1/tables/user/rows?{query}")));
+        assert_eq!(util::keys(&body), vec![key], "{query}: {body}");
+    }
+    assert!(
+        !server.log_text().contains("1999999999"),
+        "a phone value reached the log"
+    );
+}
+
+#[test]
+fn proxy_avro_events_build_the_same_index_as_json_events() {
+    let (json_topic, avro_topic) = (unique_topic("json"), unique_topic("avro"));
+    create_topic(&json_topic, 2);
+    create_topic(&avro_topic, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let sources = format!(
+        "{}\n{}",
+        json_source(&json_topic, "user", "json"),
+        json_source(&avro_topic, "user_proxy", "hbase-kafka-proxy")
+    );
+    let config = write_config(dir.path(), &["user_proxy"], &sources);
+    let keys = 3_000;
+    // The proxy has no row delete (a row delete reaches the WAL as family deletes), so the
+    // JSON side expresses the same thing as a family delete.
+    let ops: Vec<(u32, Op)> = workload(keys);
+    let truth = ground_truth(&ops);
+
+    let json_producer = Producer::fast(&json_topic);
+    let avro_producer = Producer::fast(&avro_topic);
+    let table = hbidx_schema::parse_config(&std::fs::read_to_string(&config).unwrap())
+        .unwrap()
+        .table("user_proxy")
+        .unwrap()
+        .clone();
+    for (seq, (key, op)) in ops.iter().enumerate() {
+        let ts = TS0 + seq as i64;
+        let rowkey = table.rowkey.encode(&format!("u{key}")).unwrap();
+        let cells: Vec<CellOp> = match op {
+            Op::Put(cells) => cells
+                .iter()
+                .map(|(c, v)| CellOp::Put { column: c.to_string(), ts, value: v.as_bytes().to_vec() })
+                .collect(),
+            Op::DeleteCells(columns) => columns
+                .iter()
+                .map(|c| CellOp::DeleteCell { column: c.to_string(), ts })
+                .collect(),
+            Op::DeleteRow => vec![CellOp::DeleteFamily { family: "info".into(), ts }],
+        };
+        for cell in &cells {
+            let payload = hbidx_indexer::formats::encode_proxy("user_proxy", &rowkey, cell).unwrap();
+            avro_producer.send(&rowkey, &payload);
+        }
+        let json = match op {
+            Op::DeleteRow => serde_json::to_vec(&json!({"table": "user", "key": format!("u{key}"),
+                "op": "delete_family", "family": "info", "ts": ts})).unwrap(),
+            other => json_event("user", *key, seq, other),
+        };
+        json_producer.send(format!("u{key}").as_bytes(), &json);
+    }
+    json_producer.flush();
+    avro_producer.flush();
+
+    let server = serve(&dir.path().join("data"), &config);
+    wait_caught_up(&server, "user", 2, Duration::from_secs(300));
+    let status = wait_caught_up(&server, "user_proxy", 2, Duration::from_secs(300));
+    assert_eq!(docs(&status, "user"), truth.len() as u64, "{status}");
+    assert_eq!(docs(&status, "user_proxy"), truth.len() as u64, "{status}");
+    let from_json = check_all_rows(&server, "user", &truth);
+    let from_avro = check_all_rows(&server, "user_proxy", &truth);
+    assert_eq!(from_json, from_avro);
+    check_gone(&server, "user_proxy", keys, &truth);
+}
