@@ -15,7 +15,12 @@ use util::{Server, eventually, get, post, put};
 const TS0: i64 = 1_700_000_000_000;
 
 fn idcard(seq: u32) -> String {
-    let first17 = format!("1101011990{:02}{:02}{:03}", 1 + seq % 12, 1 + seq % 28, seq % 1000);
+    let first17 = format!(
+        "1101011990{:02}{:02}{:03}",
+        1 + seq % 12,
+        1 + seq % 28,
+        seq % 1000
+    );
     let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
     format!("{first17}{check}")
 }
@@ -129,14 +134,19 @@ fn json_event(table: &str, key: u32, seq: usize, op: &Op) -> Vec<u8> {
         Op::DeleteCells(columns) => {
             json!({"table": table, "key": format!("u{key}"), "op": "delete_cells", "ts": ts, "columns": columns})
         }
-        Op::DeleteRow => json!({"table": table, "key": format!("u{key}"), "op": "delete_row", "ts": ts}),
+        Op::DeleteRow => {
+            json!({"table": table, "key": format!("u{key}"), "op": "delete_row", "ts": ts})
+        }
     };
     serde_json::to_vec(&event).unwrap()
 }
 
 fn produce_json(producer: &Producer, table: &str, ops: &[(u32, Op)]) {
     for (seq, (key, op)) in ops.iter().enumerate() {
-        producer.send(format!("u{key}").as_bytes(), &json_event(table, *key, seq, op));
+        producer.send(
+            format!("u{key}").as_bytes(),
+            &json_event(table, *key, seq, op),
+        );
     }
     producer.flush();
 }
@@ -164,7 +174,10 @@ fn check_all_rows(server: &Server, table: &str, truth: &BTreeMap<u32, Row>) -> V
     let with_phone: Vec<(&u32, &Row)> = truth.iter().filter(|(_, r)| r.phone.is_some()).collect();
     let mut answers = Vec::new();
     for chunk in with_phone.chunks(1000) {
-        let values: Vec<&str> = chunk.iter().map(|(_, r)| r.phone.as_deref().unwrap()).collect();
+        let values: Vec<&str> = chunk
+            .iter()
+            .map(|(_, r)| r.phone.as_deref().unwrap())
+            .collect();
         let (status, body) = post(
             &server.url(&format!("/v1/tables/{table}/rows:batch-lookup")),
             &json!({"field": "phone", "values": values}),
@@ -176,7 +189,11 @@ fn check_all_rows(server: &Server, table: &str, truth: &BTreeMap<u32, Row>) -> V
             assert_eq!(rows[0]["key"], format!("u{key}"));
             let cells = &rows[0]["cells"];
             assert_eq!(cells["info:name"].as_str(), row.name.as_deref(), "u{key}");
-            assert_eq!(cells["info:idcard"].as_str(), row.idcard.as_deref(), "u{key}");
+            assert_eq!(
+                cells["info:idcard"].as_str(),
+                row.idcard.as_deref(),
+                "u{key}"
+            );
         }
         answers.push(body["results"].clone());
     }
@@ -272,7 +289,11 @@ fn kill_9_mid_stream_then_restart_matches_ground_truth() {
 
     let server = serve(&data, &config);
     let status = wait_caught_up(&server, "user", 3, Duration::from_secs(300));
-    assert_eq!(docs(&status, "user"), truth.len() as u64, "no lost and no ghost docs: {status}");
+    assert_eq!(
+        docs(&status, "user"),
+        truth.len() as u64,
+        "no lost and no ghost docs: {status}"
+    );
     check_all_rows(&server, "user", &truth);
     check_gone(&server, "user", keys, &truth);
     // Rows whose idcard was deleted are no longer found by it.
@@ -340,7 +361,10 @@ fn two_replicas_answer_identically_and_a_killed_one_catches_up() {
         std::fs::read_to_string(data_b.join("instance-id")).unwrap()
     );
     let (_, found) = get(&a.url("/v1/tables/user/rows?name=stf&match=pinyin"));
-    assert!(util::keys(&found).contains(&"u999999".to_string()), "{found}");
+    assert!(
+        util::keys(&found).contains(&"u999999".to_string()),
+        "{found}"
+    );
 }
 
 #[test]
@@ -351,7 +375,14 @@ fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {
     let data = dir.path().join("data");
     let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
     let producer = Producer::exact(&topic);
-    let good = |i: u32| json_event("user", i, i as usize, &Op::Put(vec![("info:name", name(i)), ("info:phone", phone(i, 0))]));
+    let good = |i: u32| {
+        json_event(
+            "user",
+            i,
+            i as usize,
+            &Op::Put(vec![("info:name", name(i)), ("info:phone", phone(i, 0))]),
+        )
+    };
     producer.send(b"u1", &good(1));
     producer.send(b"x", b"{not json at all");
     producer.send(b"x", br#"{"table":"user","key":"u5","ts":1}"#);
@@ -359,8 +390,10 @@ fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {
     // A bad phone in an otherwise good row: indexed on its valid fields, the value reported.
     producer.send(
         b"u3",
-        &serde_json::to_vec(&json!({"table": "user", "key": "u3", "op": "put", "ts": TS0,
-            "cells": {"info:name": "解缙", "info:phone": "1999999999"}}))
+        &serde_json::to_vec(
+            &json!({"table": "user", "key": "u3", "op": "put", "ts": TS0,
+            "cells": {"info:name": "解缙", "info:phone": "1999999999"}}),
+        )
         .unwrap(),
     );
     producer.send(b"u2", &good(2));
@@ -380,11 +413,23 @@ fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 3);
-    let offsets: Vec<i64> = lines.iter().map(|l| l["offset"].as_i64().unwrap()).collect();
+    let offsets: Vec<i64> = lines
+        .iter()
+        .map(|l| l["offset"].as_i64().unwrap())
+        .collect();
     assert_eq!(offsets, vec![1, 2, 3]);
     assert!(lines[0]["reason"].as_str().unwrap().contains("not JSON"));
-    assert!(lines[1]["reason"].as_str().unwrap().contains("\"op\" is missing"));
-    assert!(lines.iter().all(|l| l["partition"] == 0 && l["payload_b64"].is_string()));
+    assert!(
+        lines[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("\"op\" is missing")
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["partition"] == 0 && l["payload_b64"].is_string())
+    );
 
     for (query, key) in [
         (format!("phone={}", phone(1, 0)), "u1"),
@@ -431,21 +476,33 @@ fn proxy_avro_events_build_the_same_index_as_json_events() {
         let cells: Vec<CellOp> = match op {
             Op::Put(cells) => cells
                 .iter()
-                .map(|(c, v)| CellOp::Put { column: c.to_string(), ts, value: v.as_bytes().to_vec() })
+                .map(|(c, v)| CellOp::Put {
+                    column: c.to_string(),
+                    ts,
+                    value: v.as_bytes().to_vec(),
+                })
                 .collect(),
             Op::DeleteCells(columns) => columns
                 .iter()
-                .map(|c| CellOp::DeleteCell { column: c.to_string(), ts })
+                .map(|c| CellOp::DeleteCell {
+                    column: c.to_string(),
+                    ts,
+                })
                 .collect(),
-            Op::DeleteRow => vec![CellOp::DeleteFamily { family: "info".into(), ts }],
+            Op::DeleteRow => vec![CellOp::DeleteFamily {
+                family: "info".into(),
+                ts,
+            }],
         };
         for cell in &cells {
-            let payload = hbidx_indexer::formats::encode_proxy("user_proxy", &rowkey, cell).unwrap();
+            let payload =
+                hbidx_indexer::formats::encode_proxy("user_proxy", &rowkey, cell).unwrap();
             avro_producer.send(&rowkey, &payload);
         }
         let json = match op {
             Op::DeleteRow => serde_json::to_vec(&json!({"table": "user", "key": format!("u{key}"),
-                "op": "delete_family", "family": "info", "ts": ts})).unwrap(),
+                "op": "delete_family", "family": "info", "ts": ts}))
+            .unwrap(),
             other => json_event("user", *key, seq, other),
         };
         json_producer.send(format!("u{key}").as_bytes(), &json);

@@ -47,10 +47,9 @@ pub fn kafka_sources(config: &Config) -> Result<Vec<KafkaSourceConfig>> {
     let Some(raw) = &config.raw_sources else {
         return Ok(Vec::new());
     };
-    let raw: Vec<RawSource> = raw
-        .clone()
-        .try_into()
-        .map_err(|err: toml::de::Error| IndexerError::Config(format!("sources: {}", err.message())))?;
+    let raw: Vec<RawSource> = raw.clone().try_into().map_err(|err: toml::de::Error| {
+        IndexerError::Config(format!("sources: {}", err.message()))
+    })?;
     let mut out: Vec<KafkaSourceConfig> = Vec::new();
     for (index, source) in raw.into_iter().enumerate() {
         if source.kind != "kafka" {
@@ -143,19 +142,38 @@ mod tests {
     fn mistakes_are_named() {
         for (text, expected) in [
             ("kind = \"kinesis\"\ntable = \"user\"", "kind \"kinesis\""),
-            ("kind = \"kafka\"\ntopic = \"t\"\ntable = \"user\"", "brokers is required"),
-            ("kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"nope\"", "table \"nope\""),
-            ("kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\nformat = \"xml\"", "format \"xml\""),
-            ("kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\nstart = \"now\"", "start \"now\""),
-            ("kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\ntypo = 1", "unknown field"),
+            (
+                "kind = \"kafka\"\ntopic = \"t\"\ntable = \"user\"",
+                "brokers is required",
+            ),
+            (
+                "kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"nope\"",
+                "table \"nope\"",
+            ),
+            (
+                "kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\nformat = \"xml\"",
+                "format \"xml\"",
+            ),
+            (
+                "kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\nstart = \"now\"",
+                "start \"now\"",
+            ),
+            (
+                "kind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\ntypo = 1",
+                "unknown field",
+            ),
         ] {
             let err = kafka_sources(&config(&format!("[[sources]]\n{text}\n")))
                 .unwrap_err()
                 .to_string();
-            assert!(err.contains(expected), "{err:?} should contain {expected:?}");
+            assert!(
+                err.contains(expected),
+                "{err:?} should contain {expected:?}"
+            );
             assert!(err.contains("sources"), "{err}");
         }
-        let twice = "[[sources]]\nkind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\n";
+        let twice =
+            "[[sources]]\nkind = \"kafka\"\nbrokers = \"b\"\ntopic = \"t\"\ntable = \"user\"\n";
         let err = kafka_sources(&config(&format!("{twice}{twice}")))
             .unwrap_err()
             .to_string();

@@ -101,16 +101,18 @@ pub fn decode_json(
     }
     let op = string("op")?.ok_or_else(|| bad("\"op\" is missing"))?;
     let ts = match event.get("ts") {
-        None | Some(JsonValue::Null) => message_ts
-            .ok_or_else(|| bad("\"ts\" is missing and the message has no timestamp"))?,
+        None | Some(JsonValue::Null) => {
+            message_ts.ok_or_else(|| bad("\"ts\" is missing and the message has no timestamp"))?
+        }
         Some(value) => value
             .as_i64()
             .filter(|ts| *ts >= 0)
             .ok_or_else(|| bad("\"ts\" must be a non-negative integer (milliseconds)"))?,
     };
     let rowkey = match (string("key")?, string("rowkey")?, string("rowkey_b64")?) {
-        (_, Some(printable_key), None) => parse_printable(printable_key)
-            .map_err(|err| bad(format!("\"rowkey\": {err}")))?,
+        (_, Some(printable_key), None) => {
+            parse_printable(printable_key).map_err(|err| bad(format!("\"rowkey\": {err}")))?
+        }
         (_, None, Some(b64)) => B64
             .decode(b64)
             .map_err(|_| bad("\"rowkey_b64\" is not valid base64"))?,
@@ -119,14 +121,18 @@ pub fn decode_json(
             .rowkey
             .encode(key)
             .map_err(|err| bad(format!("\"key\": {err}")))?,
-        (None, None, None) => return Err(bad("one of \"key\", \"rowkey\", \"rowkey_b64\" is required")),
+        (None, None, None) => {
+            return Err(bad(
+                "one of \"key\", \"rowkey\", \"rowkey_b64\" is required",
+            ));
+        }
     };
     if rowkey.is_empty() {
         return Err(bad("the rowkey is empty"));
     }
     let check_column = |column: &str| -> Result<(), DecodeError> {
-        let (family, _) =
-            split_column(column).ok_or_else(|| bad(format!("column \"{column}\" is not family:qualifier")))?;
+        let (family, _) = split_column(column)
+            .ok_or_else(|| bad(format!("column \"{column}\" is not family:qualifier")))?;
         if !table.families.iter().any(|f| f.name == family) {
             return Err(bad(format!(
                 "column \"{column}\": family \"{family}\" is not declared for table {}",
@@ -159,7 +165,9 @@ pub fn decode_json(
         }
         "delete_cells" => {
             let Some(JsonValue::Array(columns)) = event.get("columns") else {
-                return Err(bad("delete_cells needs \"columns\": an array of family:qualifier"));
+                return Err(bad(
+                    "delete_cells needs \"columns\": an array of family:qualifier",
+                ));
             };
             if columns.is_empty() {
                 return Err(bad("delete_cells needs at least one column"));
@@ -180,7 +188,10 @@ pub fn decode_json(
         "delete_family" => {
             let family = string("family")?.ok_or_else(|| bad("delete_family needs \"family\""))?;
             if !table.families.iter().any(|f| f.name == family) {
-                return Err(bad(format!("family \"{family}\" is not declared for table {}", table.name)));
+                return Err(bad(format!(
+                    "family \"{family}\" is not declared for table {}",
+                    table.name
+                )));
             }
             vec![CellOp::DeleteFamily {
                 family: family.to_string(),
@@ -217,10 +228,9 @@ pub fn encode_json(table: &TableConfig, mutation: &Mutation) -> Vec<u8> {
         .ops
         .iter()
         .filter_map(|op| match op {
-            CellOp::Put { column, value, .. } => Some((
-                column.clone(),
-                json!(String::from_utf8_lossy(value)),
-            )),
+            CellOp::Put { column, value, .. } => {
+                Some((column.clone(), json!(String::from_utf8_lossy(value))))
+            }
             _ => None,
         })
         .collect();
@@ -232,7 +242,11 @@ pub fn encode_json(table: &TableConfig, mutation: &Mutation) -> Vec<u8> {
             _ => None,
         })
         .collect();
-    if mutation.ops.iter().any(|op| matches!(op, CellOp::DeleteRow { .. })) {
+    if mutation
+        .ops
+        .iter()
+        .any(|op| matches!(op, CellOp::DeleteRow { .. }))
+    {
         event.insert("op".into(), json!("delete_row"));
     } else if !deleted.is_empty() {
         event.insert("op".into(), json!("delete_cells"));
@@ -329,8 +343,15 @@ pub fn decode_proxy(table: &TableConfig, payload: &[u8]) -> Result<ProxyDecoded,
             _ => return Err(bad(format!("unexpected field \"{name}\""))),
         }
     }
-    let (Some(rowkey), Some(ts), Some(delete), Some(value), Some(qualifier), Some(family), Some(name)) =
-        (key, ts, delete, value, qualifier, family, table_name)
+    let (
+        Some(rowkey),
+        Some(ts),
+        Some(delete),
+        Some(value),
+        Some(qualifier),
+        Some(family),
+        Some(name),
+    ) = (key, ts, delete, value, qualifier, family, table_name)
     else {
         return Err(bad("an HBaseKafkaEvent field is missing"));
     };
@@ -348,8 +369,7 @@ pub fn decode_proxy(table: &TableConfig, payload: &[u8]) -> Result<ProxyDecoded,
     if family.is_empty() {
         return Err(bad("\"family\" is empty"));
     }
-    let qualifier =
-        String::from_utf8(qualifier).map_err(|_| bad("\"qualifier\" is not UTF-8"))?;
+    let qualifier = String::from_utf8(qualifier).map_err(|_| bad("\"qualifier\" is not UTF-8"))?;
     let op = match (delete, qualifier.is_empty()) {
         (false, _) => CellOp::Put {
             column: format!("{family}:{qualifier}"),
@@ -377,7 +397,9 @@ pub fn encode_proxy(table: &str, rowkey: &[u8], op: &CellOp) -> Result<Vec<u8>, 
             let (f, q) = split_column(column).ok_or_else(|| bad("bad column"))?;
             (true, f.to_string(), q.to_string(), Vec::new(), *ts)
         }
-        CellOp::DeleteFamily { family, ts } => (true, family.clone(), String::new(), Vec::new(), *ts),
+        CellOp::DeleteFamily { family, ts } => {
+            (true, family.clone(), String::new(), Vec::new(), *ts)
+        }
         CellOp::DeleteRow { .. } => {
             return Err(bad(
                 "the proxy has no row-delete event; send one family delete per family",
@@ -425,7 +447,8 @@ mod tests {
         assert_eq!(m.ops.len(), 2);
         assert!(m.ops.iter().all(|op| op.ts() == 1_700_000_000_000));
 
-        let del = br#"{"table":"user","key":"u1","op":"delete_cells","ts":5,"columns":["info:phone"]}"#;
+        let del =
+            br#"{"table":"user","key":"u1","op":"delete_cells","ts":5,"columns":["info:phone"]}"#;
         let m = mutation(decode_json(&t, del, None).unwrap());
         assert_eq!(
             m.ops,
@@ -436,7 +459,11 @@ mod tests {
         );
         let row = br#"{"table":"user","key":"u1","op":"delete_row"}"#;
         let m = mutation(decode_json(&t, row, Some(42)).unwrap());
-        assert_eq!(m.ops, vec![CellOp::DeleteRow { ts: 42 }], "message ts is the fallback");
+        assert_eq!(
+            m.ops,
+            vec![CellOp::DeleteRow { ts: 42 }],
+            "message ts is the fallback"
+        );
     }
 
     #[test]
@@ -446,7 +473,7 @@ mod tests {
         let printable = hbidx_schema::codec::printable(&rowkey);
         let b64 = B64.encode(&rowkey);
         for event in [
-            format!(r#"{{"table":"user","key":"u7","op":"delete_row","ts":1}}"#),
+            r#"{"table":"user","key":"u7","op":"delete_row","ts":1}"#.to_string(),
             format!(r#"{{"table":"user","rowkey":"{printable}","op":"delete_row","ts":1}}"#),
             format!(r#"{{"table":"user","rowkey_b64":"{b64}","op":"delete_row","ts":1}}"#),
         ] {
@@ -475,7 +502,10 @@ mod tests {
         ];
         for (payload, expected) in cases {
             let err = decode_json(&t, payload, None).unwrap_err().to_string();
-            assert!(err.contains(expected), "{err:?} should contain {expected:?}");
+            assert!(
+                err.contains(expected),
+                "{err:?} should contain {expected:?}"
+            );
             assert!(!err.contains("13800138000"), "value leaked: {err}");
         }
     }
@@ -502,12 +532,18 @@ mod tests {
                 value: "李四".as_bytes().to_vec(),
             }],
         };
-        assert_eq!(mutation(decode_json(&t, &encode_json(&t, &m), None).unwrap()), m);
+        assert_eq!(
+            mutation(decode_json(&t, &encode_json(&t, &m), None).unwrap()),
+            m
+        );
         let d = Mutation {
             ops: vec![CellOp::DeleteRow { ts: 10 }],
             ..m.clone()
         };
-        assert_eq!(mutation(decode_json(&t, &encode_json(&t, &d), None).unwrap()), d);
+        assert_eq!(
+            mutation(decode_json(&t, &encode_json(&t, &d), None).unwrap()),
+            d
+        );
     }
 
     #[test]
@@ -570,7 +606,12 @@ mod tests {
         .unwrap();
         let mut trailing = good.clone();
         trailing.push(0);
-        assert!(decode_proxy(&t, &trailing).unwrap_err().0.contains("trailing"));
+        assert!(
+            decode_proxy(&t, &trailing)
+                .unwrap_err()
+                .0
+                .contains("trailing")
+        );
         for cut in 0..good.len() {
             assert!(decode_proxy(&t, &good[..cut]).is_err());
         }

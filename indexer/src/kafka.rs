@@ -105,7 +105,9 @@ struct Positions {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct RebalanceContext {
@@ -273,10 +275,13 @@ impl KafkaSource {
             .set("enable.partition.eof", "false")
             // Eager assignment: the rebalance callback assigns whole partition sets.
             .set("partition.assignment.strategy", "range")
-            .set("auto.offset.reset", match config.start {
-                StartPolicy::Earliest => "earliest",
-                StartPolicy::Latest => "latest",
-            });
+            .set(
+                "auto.offset.reset",
+                match config.start {
+                    StartPolicy::Earliest => "earliest",
+                    StartPolicy::Latest => "latest",
+                },
+            );
         let consumer: BaseConsumer<RebalanceContext> = client
             .create_with_context(RebalanceContext {
                 positions: positions.clone(),
@@ -429,7 +434,12 @@ impl Source for KafkaSource {
                 },
             };
             self.consumer
-                .seek(&self.config.topic, partition, offset, Duration::from_secs(10))
+                .seek(
+                    &self.config.topic,
+                    partition,
+                    offset,
+                    Duration::from_secs(10),
+                )
                 .map_err(|err| kafka_error(&self.name, err))?;
         }
         Ok(())

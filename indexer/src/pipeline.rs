@@ -305,7 +305,9 @@ fn update_partitions(
     // Partitions with a checkpoint but nothing reported yet (not assigned at the moment).
     let prefix = format!("{source_name}/");
     for (key, offset) in &committed.positions {
-        if let Some(partition) = key.strip_prefix(&prefix).and_then(|p| p.parse::<i32>().ok())
+        if let Some(partition) = key
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<i32>().ok())
             && !partitions.iter().any(|p| p.partition == partition)
         {
             partitions.push(PartitionStatus {

@@ -41,7 +41,12 @@ pub fn create_topic(name: &str, partitions: i32) {
             &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
         ))
-        .unwrap_or_else(|err| panic!("create topic {name} (is the broker at {} running?): {err}", brokers()));
+        .unwrap_or_else(|err| {
+            panic!(
+                "create topic {name} (is the broker at {} running?): {err}",
+                brokers()
+            )
+        });
     for result in results {
         result.unwrap_or_else(|(topic, err)| panic!("create topic {topic}: {err}"));
     }
@@ -88,8 +93,7 @@ impl Producer {
                 Ok(()) => return,
                 Err((err, _)) => {
                     // Queue full: let deliveries drain, then retry.
-                    if err.rdkafka_error_code()
-                        == Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                    if err.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
                     {
                         self.inner.poll(Duration::from_millis(10));
                     } else {
@@ -111,7 +115,11 @@ impl Producer {
 
 /// A config file with the example `user` table (plus `extra_tables` copies of it under other
 /// names) and the given `[[sources]]` text.
-pub fn write_config(dir: &std::path::Path, extra_tables: &[&str], sources: &str) -> std::path::PathBuf {
+pub fn write_config(
+    dir: &std::path::Path,
+    extra_tables: &[&str],
+    sources: &str,
+) -> std::path::PathBuf {
     let example = include_str!("../../deploy/config/hbidx.toml");
     let mut text = example.to_string();
     for name in extra_tables {

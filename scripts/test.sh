@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The test suite, from a fresh machine: installs what the tests need when it is missing, starts
+# the Kafka-protocol test broker when it is not running, then runs `cargo test --workspace`
+# (extra arguments are passed on). `--setup` only installs and starts.
+#
+# - cmake, libcurl4-openssl-dev (Debian): rdkafka's `cmake-build` compiles librdkafka from
+#   source; Debian's librdkafka 2.0 can't talk to the test broker. Only curl's header is used.
+# - tansu 0.6.0 (crates.io) at /opt/tansu/bin/tansu: the broker for tests/kafka.rs. Building it
+#   takes 11-14 minutes once; an installed copy is reused. It is left running on
+#   127.0.0.1:9092 for the next run (in-memory storage, so nothing piles up on disk).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+need=()
+command -v curl >/dev/null || need+=(curl)
+command -v cmake >/dev/null || need+=(cmake)
+[ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] \
+  || need+=(libcurl4-openssl-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  log "apt-get install ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+TANSU=${HBIDX_TANSU:-/opt/tansu/bin/tansu}
+export HBIDX_TEST_KAFKA=${HBIDX_TEST_KAFKA:-127.0.0.1:9092}
+host=${HBIDX_TEST_KAFKA%:*}
+port=${HBIDX_TEST_KAFKA##*:}
+up() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
+if ! up; then
+  if [ ! -x "$TANSU" ]; then
+    log "cargo install tansu 0.6.0 (dynostore) into $(dirname "$(dirname "$TANSU")")"
+    cargo install tansu --locked --version 0.6.0 --features dynostore \
+      --root "$(dirname "$(dirname "$TANSU")")"
+  fi
+  log "start tansu on $HBIDX_TEST_KAFKA"
+  mkdir -p target/test-broker
+  # The default listener is 0.0.0.0; always bind loopback.
+  nohup "$TANSU" broker \
+    --listener-url "tcp://$HBIDX_TEST_KAFKA" \
+    --advertised-listener-url "tcp://$HBIDX_TEST_KAFKA" \
+    --storage-engine memory://tansu/ >target/test-broker/tansu.log 2>&1 &
+  for _ in $(seq 1 100); do up && break; sleep 0.1; done
+  up || { cat target/test-broker/tansu.log; echo "tansu did not start" >&2; exit 1; }
+fi
+
+if [ "${1:-}" = "--setup" ]; then
+  exit 0
+fi
+log "cargo test --workspace $*"
+cargo test --workspace "$@"
