@@ -261,8 +261,7 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             rss_kib("VmHWM:") as f64 / 1024.0
         ),
     ));
-    let indexers = runtime.indexers;
-    tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown())).await?;
+    runtime.shutdown_indexers().await?;
     if args.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(&data_dir);
     }

@@ -139,9 +139,7 @@ pub async fn run(
         .context("the demo generator produced nobody")?;
     if no_serve {
         print_examples(listen, &table, &example);
-        let indexers = runtime.indexers;
-        tokio::task::spawn_blocking(move || indexers.into_iter().for_each(|h| h.shutdown()))
-            .await?;
+        runtime.shutdown_indexers().await?;
         return Ok(());
     }
     let listener = server::bind(listen).await?;

@@ -7,6 +7,7 @@
 mod bench;
 mod demo;
 mod people;
+mod reindex;
 mod server;
 mod tools;
 
@@ -127,6 +128,20 @@ enum Command {
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
     Bench(bench::BenchArgs),
+    /// Rebuild a table's index on a running server and swap it in while lookups go on.
+    ///
+    /// With --from-kafka the server replays the table's topic from the earliest offset into a
+    /// shadow index, then swaps it in atomically. This command starts the job over the REST API
+    /// (POST /v1/tables/TABLE/reindex) and draws its progress.
+    Reindex {
+        table: String,
+        /// Replay the table's Kafka topic from the earliest offset.
+        #[arg(long, required = true)]
+        from_kafka: bool,
+        /// The running hbidx server that owns the table's data dir.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        server: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -210,6 +225,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let config = tools::parse(&config_text)?;
             tokio_runtime()?.block_on(bench::run(config, args))
         }
+        Command::Reindex {
+            table,
+            from_kafka,
+            server,
+        } => tools::reindex(&server, &table, from_kafka),
     }
 }
 

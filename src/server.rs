@@ -2,24 +2,88 @@
 //! per table, and the HTTP service on top. One process owns a data dir: the store and every
 //! index writer take locks on their directories.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hbidx_indexer::kafka::{DeadLetterFile, KafkaPublisher, KafkaSource};
+use hbidx_indexer::kafka::{DeadLetterFile, KafkaPublisher, KafkaSource, KafkaSourceConfig};
 use hbidx_indexer::{
     ApplyToStore, ChangeFeedSource, CommitPolicy, IndexerHandle, Source, WriterOptions,
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
-use hbidx_schema::config::Config;
+use hbidx_schema::config::{Config, TableConfig};
 use hbidx_store::{EmbeddedStore, RowStore};
+
+/// The running indexers by table. Shared with the reindexer, which replaces a table's indexer
+/// when it swaps in a rebuilt index.
+pub type Indexers = Arc<Mutex<HashMap<String, IndexerHandle>>>;
 
 pub struct Runtime {
     pub store: Arc<EmbeddedStore>,
-    pub indexers: Vec<IndexerHandle>,
+    pub indexers: Indexers,
     pub state: SharedState,
+}
+
+/// What it takes to start a table's live indexer, at open and again after a reindex swap.
+pub struct Wiring {
+    pub store: Arc<EmbeddedStore>,
+    pub data_dir: PathBuf,
+    pub instance_id: String,
+    pub kafka: Vec<KafkaSourceConfig>,
+    pub policy: CommitPolicy,
+}
+
+impl Wiring {
+    pub fn index_dir(&self, table: &str) -> PathBuf {
+        self.data_dir.join("index").join(table)
+    }
+
+    pub fn kafka_for(&self, table: &str) -> Option<&KafkaSourceConfig> {
+        self.kafka.iter().find(|s| s.table == table)
+    }
+
+    /// The live source of `table`: its Kafka topic (applied to the embedded store too), or the
+    /// store's change feed.
+    pub fn live_source(&self, table: &Arc<TableConfig>) -> Result<Box<dyn Source>> {
+        Ok(match self.kafka_for(&table.name) {
+            Some(kafka) => {
+                let group = kafka.group_id(&self.instance_id);
+                let dead_letters =
+                    DeadLetterFile::new(&self.data_dir.join("deadletters"), &table.name);
+                let consumer = KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
+                    .with_context(|| format!("connecting table \"{}\" to Kafka", table.name))?;
+                tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka");
+                // The embedded store holds the rows, so consumed events are applied to it too.
+                Box::new(ApplyToStore::new(consumer, self.store.clone()))
+            }
+            None => Box::new(ChangeFeedSource::new(
+                self.store.clone(),
+                table.name.clone(),
+            )),
+        })
+    }
+}
+
+/// Finishes or cleans up a reindex swap that a crash interrupted (see `reindex.rs`): a complete
+/// shadow replaces a missing live index; anything else left over is removed.
+fn recover_index_dir(index_dir: &Path) -> Result<()> {
+    let shadow = crate::reindex::shadow_dir(index_dir);
+    let old = crate::reindex::old_dir(index_dir);
+    if !index_dir.exists() && shadow.join(crate::reindex::READY).exists() {
+        tracing::warn!(dir = %index_dir.display(), "finishing an interrupted reindex swap");
+        std::fs::rename(&shadow, index_dir)
+            .with_context(|| format!("moving {} into place", shadow.display()))?;
+    }
+    for leftover in [shadow, old] {
+        if leftover.exists() {
+            std::fs::remove_dir_all(&leftover)
+                .with_context(|| format!("removing {}", leftover.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Opens everything under `data_dir`: `store/` (fjall) and `index/<table>/` (tantivy).
@@ -30,53 +94,51 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
         EmbeddedStore::open(&store_dir, &table_names)
             .with_context(|| format!("opening the row store in {}", store_dir.display()))?,
     );
-    let kafka_sources = hbidx_indexer::config::kafka_sources(config)?;
-    let instance_id = if kafka_sources.is_empty() {
+    let kafka = hbidx_indexer::config::kafka_sources(config)?;
+    let instance_id = if kafka.is_empty() {
         String::new()
     } else {
         instance_id(data_dir)?
     };
-    let mut indexers = Vec::new();
+    let wiring = Arc::new(Wiring {
+        store: store.clone(),
+        data_dir: data_dir.to_path_buf(),
+        instance_id,
+        kafka,
+        policy: policy.clone(),
+    });
+    let mut indexers = HashMap::new();
     let mut tables = Vec::new();
     for table in &config.tables {
         let table = Arc::new(table.clone());
-        let index_dir = data_dir.join("index").join(&table.name);
+        let index_dir = wiring.index_dir(&table.name);
+        recover_index_dir(&index_dir)?;
         let (writer, searcher) =
             hbidx_indexer::open_table_index(&index_dir, table.clone(), &WriterOptions::default())
                 .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
-        let kafka = kafka_sources.iter().find(|s| s.table == table.name);
-        let (source, publisher): (Box<dyn Source>, _) = match kafka {
-            Some(kafka) => {
-                let group = kafka.group_id(&instance_id);
-                let dead_letters = DeadLetterFile::new(&data_dir.join("deadletters"), &table.name);
-                let consumer = KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
-                    .with_context(|| format!("connecting table \"{}\" to Kafka", table.name))?;
-                tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka");
-                let publisher = KafkaPublisher::new(kafka, table.clone())?;
-                // The embedded store holds the rows, so consumed events are applied to it too.
-                (
-                    Box::new(ApplyToStore::new(consumer, store.clone())),
-                    Some(publisher),
-                )
-            }
-            None => (
-                Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
-                None,
-            ),
+        let source = wiring.live_source(&table)?;
+        let publisher = match wiring.kafka_for(&table.name) {
+            Some(kafka) => Some(KafkaPublisher::new(kafka, table.clone())?),
+            None => None,
         };
         let handle = hbidx_indexer::spawn(writer, source, policy.clone())
             .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
         tables.push(TableRuntime {
-            config: table,
+            config: table.clone(),
             searcher,
             indexed: handle.indexed.clone(),
             stats: handle.stats.clone(),
             publisher,
         });
-        indexers.push(handle);
+        indexers.insert(table.name.clone(), handle);
     }
+    let indexers: Indexers = Arc::new(Mutex::new(indexers));
     let row_store: Arc<dyn RowStore> = store.clone();
-    let state = Arc::new(AppState::new(row_store, tables));
+    let reindexer = Arc::new(crate::reindex::KafkaReindexer {
+        wiring,
+        indexers: indexers.clone(),
+    });
+    let state = Arc::new(AppState::new(row_store, tables).with_reindexer(reindexer));
     Ok(Runtime {
         store,
         indexers,
@@ -137,15 +199,21 @@ impl Runtime {
             .await
             .context("http server failed")?;
         tracing::info!("shutting down: committing indexes");
-        let indexers = self.indexers;
-        tokio::task::spawn_blocking(move || {
-            for handle in indexers {
-                handle.shutdown();
-            }
-        })
-        .await
-        .context("indexer shutdown")?;
-        Ok(())
+        self.shutdown_indexers().await
+    }
+
+    /// Final commit of every table's index, and the indexer threads stopped.
+    pub async fn shutdown_indexers(self) -> Result<()> {
+        let handles: Vec<IndexerHandle> = self
+            .indexers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, handle)| handle)
+            .collect();
+        tokio::task::spawn_blocking(move || handles.into_iter().for_each(IndexerHandle::shutdown))
+            .await
+            .context("indexer shutdown")
     }
 }
 

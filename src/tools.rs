@@ -262,3 +262,70 @@ pub fn hotspot(
     );
     Ok(())
 }
+
+/// `hbidx reindex TABLE --from-kafka --server URL`: starts the job on the server and follows it
+/// with a progress bar until it succeeds or fails.
+pub fn reindex(server: &str, table: &str, from_kafka: bool) -> Result<()> {
+    use anyhow::{anyhow, bail};
+    if !from_kafka {
+        bail!("say where to rebuild from: --from-kafka");
+    }
+    let server = server.trim_end_matches('/');
+    let client = reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
+    let response = client
+        .post(format!("{server}/v1/tables/{table}/reindex"))
+        .json(&serde_json::json!({"from": "kafka"}))
+        .send()
+        .with_context(|| format!("cannot reach the hbidx server at {server}"))?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().unwrap_or_default();
+    if !status.is_success() {
+        bail!(
+            "the server refused the reindex ({status}): {}",
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or("no reason given")
+        );
+    }
+    let id = body["id"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("the server answered without a job id: {body}"))?;
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:10} [{bar:40}] {pos}/{len} events ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    loop {
+        let job: serde_json::Value = client
+            .get(format!("{server}/v1/jobs/{id}"))
+            .send()
+            .and_then(|r| r.json())
+            .with_context(|| format!("following job {id}"))?;
+        bar.set_length(job["total"].as_u64().unwrap_or(0));
+        bar.set_position(job["done"].as_u64().unwrap_or(0));
+        bar.set_message(job["phase"].as_str().unwrap_or("").to_string());
+        match job["state"].as_str() {
+            Some("succeeded") => {
+                bar.finish_with_message("done");
+                println!(
+                    "reindexed table {table}: {} events replayed, shadow swapped in (job {id})",
+                    job["done"]
+                );
+                return Ok(());
+            }
+            Some("failed") => {
+                bar.abandon_with_message("failed");
+                bail!(
+                    "job {id} failed: {}",
+                    job["error"].as_str().unwrap_or("no reason given")
+                );
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+}

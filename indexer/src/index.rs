@@ -128,7 +128,7 @@ pub fn open_table_index(
     let fields = Arc::new(fields);
     let searcher = TableSearcher {
         table: table.clone(),
-        reader,
+        reader: Arc::new(std::sync::RwLock::new(reader)),
         fields: fields.clone(),
     };
     let writer = TableIndexWriter {
@@ -345,7 +345,7 @@ impl TableIndexWriter {
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&self.checkpoint.to_payload());
         prepared.commit()?;
-        self.searcher.reader.reload()?;
+        self.searcher.reader().reload()?;
         self.overlay.clear();
         self.uncommitted_ops = 0;
         self.committed = self.checkpoint.clone();
@@ -419,13 +419,32 @@ pub struct IndexStats {
 #[derive(Clone)]
 pub struct TableSearcher {
     table: Arc<TableConfig>,
-    reader: IndexReader,
+    /// Shared by every clone, so that a reindex can swap the index under all of them at once
+    /// ([`TableSearcher::adopt`]).
+    reader: Arc<std::sync::RwLock<IndexReader>>,
     fields: Arc<Fields>,
 }
 
 impl TableSearcher {
     pub fn table(&self) -> &Arc<TableConfig> {
         &self.table
+    }
+
+    fn reader(&self) -> IndexReader {
+        self.reader
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Makes this searcher, and every clone of it, read `other`'s index from now on. Lookups
+    /// in flight finish on the index they started with.
+    pub fn adopt(&self, other: &TableSearcher) {
+        let reader = other.reader();
+        *self
+            .reader
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = reader;
     }
 
     /// The committed state of a row, if the index has a document for it.
@@ -438,7 +457,7 @@ impl TableSearcher {
     /// writer's overlay, so it avoids the query/collector/scorer machinery: for a row the index
     /// has never seen (the common case in a bulk load) it costs one FST probe per segment.
     fn committed_state_hex(&self, rowkey: &[u8], rowkey_hex: &str) -> Result<Option<RowState>> {
-        let searcher = self.reader.searcher();
+        let searcher = self.reader().searcher();
         let term = Term::from_field_text(self.fields.rowkey, rowkey_hex);
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
             let inverted = segment.inverted_index(self.fields.rowkey)?;
@@ -547,7 +566,7 @@ impl TableSearcher {
         } else {
             Box::new(BooleanQuery::new(clauses))
         };
-        let searcher = self.reader.searcher();
+        let searcher = self.reader().searcher();
         let collector =
             TopDocs::with_limit(limit + 1).order_by_string_fast_field("_rk", Order::Asc);
         let hits = searcher.search(&query, &collector)?;
@@ -571,7 +590,7 @@ impl TableSearcher {
     /// Every live rowkey with its indexed values (column → raw value), in no particular order.
     /// Used by verify and by tests that compare the index with ground truth.
     pub fn all_rows(&self) -> Result<Vec<(Vec<u8>, RowState)>> {
-        let searcher = self.reader.searcher();
+        let searcher = self.reader().searcher();
         let mut out = Vec::new();
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
             let alive = segment.alive_bitset();
@@ -599,7 +618,7 @@ impl TableSearcher {
     }
 
     pub fn stats(&self) -> IndexStats {
-        let searcher = self.reader.searcher();
+        let searcher = self.reader().searcher();
         let bytes = searcher
             .space_usage()
             .map(|usage| usage.total().get_bytes())

@@ -177,6 +177,15 @@ impl ConsumerContext for RebalanceContext {
     }
 }
 
+fn watermark_client(config: &KafkaSourceConfig, name: &str) -> Result<BaseConsumer> {
+    config
+        .client_config()
+        .set("group.id", "hbidx-watermarks")
+        .set("enable.auto.commit", "false")
+        .create()
+        .map_err(|err| kafka_error(name, err))
+}
+
 fn commit_list(topic: &str, positions: &BTreeMap<i32, i64>) -> Option<TopicPartitionList> {
     if positions.is_empty() {
         return None;
@@ -246,13 +255,103 @@ pub struct KafkaSource {
     config: KafkaSourceConfig,
     table: Arc<TableConfig>,
     consumer: BaseConsumer<RebalanceContext>,
+    /// A second connection, only for watermark queries: on the consumer's own connection they
+    /// queue behind the long-polling fetch and time out.
+    watermarks: BaseConsumer,
     positions: Arc<Positions>,
     dead_letters: DeadLetterFile,
     counters: BTreeMap<i32, PartitionCounters>,
     watermarks_at: Option<Instant>,
+    /// A reindex replay: partitions assigned directly from the beginning, no consumer group,
+    /// no offset hints.
+    replay: bool,
 }
 
+/// Per partition, the high watermark a replay must reach (offset of the next message).
+pub type ReplayTargets = BTreeMap<i32, i64>;
+
 impl KafkaSource {
+    /// A source that replays the whole topic from the earliest offset, for building a shadow
+    /// index (`hbidx reindex --from-kafka`). Returns it with the high watermarks at the start:
+    /// once the index covers them, the shadow has caught up with the topic as it was then.
+    pub fn replay(
+        config: KafkaSourceConfig,
+        table: Arc<TableConfig>,
+        dead_letters: DeadLetterFile,
+    ) -> Result<(Self, ReplayTargets)> {
+        let name = config.source_name();
+        let positions = Arc::new(Positions {
+            topic: config.topic.clone(),
+            start: StartPolicy::Earliest,
+            returned: Mutex::new(BTreeMap::new()),
+            committed: Mutex::new(BTreeMap::new()),
+        });
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mut client = config.client_config();
+        client
+            .set(
+                "group.id",
+                format!("hbidx-reindex-{}-{nanos}", config.table),
+            )
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "false");
+        let consumer: BaseConsumer<RebalanceContext> = client
+            .create_with_context(RebalanceContext {
+                positions: positions.clone(),
+            })
+            .map_err(|err| kafka_error(&name, err))?;
+        let timeout = Duration::from_secs(10);
+        let metadata = consumer
+            .fetch_metadata(Some(&config.topic), timeout)
+            .map_err(|err| kafka_error(&name, err))?;
+        let partitions: Vec<i32> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == config.topic)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        if partitions.is_empty() {
+            return Err(kafka_error(
+                &name,
+                "the topic has no partitions (does it exist?)",
+            ));
+        }
+        let mut targets = ReplayTargets::new();
+        let mut assignment = TopicPartitionList::new();
+        for partition in partitions {
+            let (_, high) = consumer
+                .fetch_watermarks(&config.topic, partition, timeout)
+                .map_err(|err| kafka_error(&name, err))?;
+            targets.insert(partition, high);
+            assignment
+                .add_partition_offset(&config.topic, partition, Offset::Beginning)
+                .map_err(|err| kafka_error(&name, err))?;
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|err| kafka_error(&name, err))?;
+        let watermarks = watermark_client(&config, &name)?;
+        Ok((
+            Self {
+                name,
+                config,
+                table,
+                consumer,
+                watermarks,
+                positions,
+                dead_letters,
+                counters: BTreeMap::new(),
+                watermarks_at: None,
+                replay: true,
+            },
+            targets,
+        ))
+    }
+
     /// Creates the consumer and subscribes. Nothing is fetched until the first poll.
     pub fn new(
         config: KafkaSourceConfig,
@@ -270,6 +369,13 @@ impl KafkaSource {
         let mut client = config.client_config();
         client
             .set("group.id", group_id)
+            // Static membership: a restarted instance (same data dir, same id) takes its
+            // partitions back at once. Without it the coordinator waits for the killed member
+            // until the rebalance timeout (max.poll.interval.ms, 5 minutes by default), and the
+            // index stands still for that long after a crash.
+            .set("group.instance.id", group_id)
+            .set("session.timeout.ms", "10000")
+            .set("max.poll.interval.ms", "60000")
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "false")
@@ -290,15 +396,18 @@ impl KafkaSource {
         consumer
             .subscribe(&[&config.topic])
             .map_err(|err| kafka_error(&name, err))?;
+        let watermarks = watermark_client(&config, &name)?;
         Ok(Self {
             name,
             config,
             table,
             consumer,
+            watermarks,
             positions,
             dead_letters,
             counters: BTreeMap::new(),
             watermarks_at: None,
+            replay: false,
         })
     }
 
@@ -428,6 +537,8 @@ impl Source for KafkaSource {
             let partition = element.partition();
             let offset = match positions.get(&partition) {
                 Some(offset) => Offset::Offset(offset + 1),
+                // A replay was assigned at the beginning already.
+                None if self.replay => continue,
                 None => match self.config.start {
                     StartPolicy::Earliest => Offset::Beginning,
                     StartPolicy::Latest => Offset::End,
@@ -492,6 +603,9 @@ impl Source for KafkaSource {
     }
 
     fn committed(&mut self, checkpoint: &Checkpoint) {
+        if self.replay {
+            return;
+        }
         let prefix = format!("{}/", self.name);
         let mut committed = lock(&self.positions.committed);
         for (key, offset) in &checkpoint.positions {
@@ -517,10 +631,10 @@ impl Source for KafkaSource {
             if let Ok(assigned) = self.consumer.assignment() {
                 for element in assigned.elements_for_topic(&self.config.topic) {
                     let partition = element.partition();
-                    if let Ok((_, high)) = self.consumer.fetch_watermarks(
+                    if let Ok((_, high)) = self.watermarks.fetch_watermarks(
                         &self.config.topic,
                         partition,
-                        Duration::from_millis(500),
+                        Duration::from_secs(2),
                     ) {
                         self.counters.entry(partition).or_default().high_watermark = Some(high);
                     }

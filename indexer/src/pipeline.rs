@@ -78,11 +78,18 @@ pub struct IndexerHandle {
     pub table: String,
     pub stats: Arc<IndexerStats>,
     pub indexed: watch::Receiver<Checkpoint>,
+    publish: Arc<watch::Sender<Checkpoint>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl IndexerHandle {
+    /// The checkpoint channel and counters, for a successor on the same table
+    /// ([`spawn_with`]) after a reindex swapped the index.
+    pub fn channel(&self) -> (Arc<watch::Sender<Checkpoint>>, Arc<IndexerStats>) {
+        (self.publish.clone(), self.stats.clone())
+    }
+
     /// Stops the loop after a final commit and waits for it.
     pub fn shutdown(mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -109,19 +116,40 @@ fn now_ms() -> u64 {
 
 /// Starts the indexer thread of one table.
 pub fn spawn(
+    writer: TableIndexWriter,
+    source: Box<dyn Source>,
+    policy: CommitPolicy,
+) -> Result<IndexerHandle> {
+    let (publish, _) = watch::channel(writer.checkpoint().clone());
+    spawn_with(
+        writer,
+        source,
+        policy,
+        Arc::new(publish),
+        Arc::new(IndexerStats::default()),
+    )
+}
+
+/// Starts the indexer thread of one table, publishing on an existing channel with existing
+/// counters: whoever waits on the table's checkpoint (`?wait=indexed`) keeps working across a
+/// reindex swap.
+pub fn spawn_with(
     mut writer: TableIndexWriter,
     mut source: Box<dyn Source>,
     policy: CommitPolicy,
+    publish: Arc<watch::Sender<Checkpoint>>,
+    stats: Arc<IndexerStats>,
 ) -> Result<IndexerHandle> {
     source.seek(writer.checkpoint())?;
     let table = writer.table().name.clone();
-    let (publish, indexed) = watch::channel(writer.checkpoint().clone());
-    let stats = Arc::new(IndexerStats::default());
+    publish.send_replace(writer.checkpoint().clone());
+    let indexed = publish.subscribe();
     let stop = Arc::new(AtomicBool::new(false));
     let thread = {
         let stats = stats.clone();
         let stop = stop.clone();
         let table = table.clone();
+        let publish = publish.clone();
         std::thread::Builder::new()
             .name(format!("indexer-{table}"))
             .spawn(move || {
@@ -143,6 +171,7 @@ pub fn spawn(
         table,
         stats,
         indexed,
+        publish,
         stop,
         thread: Some(thread),
     })

@@ -17,6 +17,9 @@ pub enum ApiError {
     BadRequest { field: String, reason: String },
     #[error("{what} not found")]
     NotFound { what: String },
+    /// The request conflicts with work in progress (a reindex already running).
+    #[error("{0}")]
+    Conflict(String),
     #[error("request body too large: {0}")]
     PayloadTooLarge(String),
     /// Waiting for the index (`?wait=indexed`) took too long. The write itself succeeded.
@@ -59,6 +62,7 @@ impl IntoResponse for ApiError {
                 (StatusCode::BAD_REQUEST, "bad_request", Some(field.clone()))
             }
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", None),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict", None),
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
             }

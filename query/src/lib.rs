@@ -7,6 +7,7 @@
 
 mod error;
 mod extract;
+pub mod jobs;
 mod lookup;
 mod write;
 
@@ -74,6 +75,9 @@ pub struct AppState {
     pub store: Arc<dyn RowStore>,
     pub limits: Limits,
     pub counters: QueryCounters,
+    pub jobs: jobs::Jobs,
+    /// Runs `POST /v1/tables/{table}/reindex`; `None` where the process can't.
+    pub reindexer: Option<Arc<dyn jobs::Reindexer>>,
 }
 
 impl AppState {
@@ -86,10 +90,17 @@ impl AppState {
             store,
             limits: Limits::default(),
             counters: QueryCounters::default(),
+            jobs: jobs::Jobs::default(),
+            reindexer: None,
         }
     }
 
-    fn table(&self, name: &str) -> Result<&TableRuntime, ApiError> {
+    pub fn with_reindexer(mut self, reindexer: Arc<dyn jobs::Reindexer>) -> Self {
+        self.reindexer = Some(reindexer);
+        self
+    }
+
+    pub fn table(&self, name: &str) -> Result<&TableRuntime, ApiError> {
         self.tables.get(name).ok_or_else(|| ApiError::NotFound {
             what: format!("table \"{name}\""),
         })
@@ -116,6 +127,8 @@ pub fn app(state: SharedState) -> Router {
                 .delete(write::delete_row),
         )
         .route("/v1/tables/{table}/rowkey", get(write::rowkey))
+        .route("/v1/tables/{table}/reindex", post(jobs::start_reindex))
+        .route("/v1/jobs/{id}", get(jobs::get_job))
         .route("/v1/indexer/status", get(indexer_status))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)

@@ -1,0 +1,178 @@
+//! Background jobs (reindexing) and their HTTP API:
+//! `POST /v1/tables/{table}/reindex` `{"from": "kafka"}` → 202 with the job, and
+//! `GET /v1/jobs/{id}` for its progress. The work itself is done by a [`Reindexer`] that the
+//! binary provides, because only it knows how the table's sources and directories are wired.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use crate::extract::ApiJson;
+use crate::{ApiError, SharedState};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// What `GET /v1/jobs/{id}` returns.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobStatus {
+    pub id: u64,
+    pub kind: &'static str,
+    pub table: String,
+    pub from: String,
+    pub state: JobState,
+    /// `replaying`, `swapping`, `done`.
+    pub phase: String,
+    /// Events replayed so far, out of `total` (the topic's size when the job started).
+    pub done: u64,
+    pub total: u64,
+    pub error: Option<String>,
+    pub started_ms: i64,
+    pub finished_ms: Option<i64>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Every job of this process (kept until restart; they are few).
+#[derive(Default)]
+pub struct Jobs {
+    next: AtomicU64,
+    jobs: Mutex<BTreeMap<u64, JobStatus>>,
+}
+
+impl Jobs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, JobStatus>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a running job for `table`, unless one is already running for it.
+    pub fn create(&self, table: &str, from: &str) -> Result<JobStatus, u64> {
+        let mut jobs = self.lock();
+        if let Some(running) = jobs
+            .values()
+            .find(|j| j.table == table && j.state == JobState::Running)
+        {
+            return Err(running.id);
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let job = JobStatus {
+            id,
+            kind: "reindex",
+            table: table.to_string(),
+            from: from.to_string(),
+            state: JobState::Running,
+            phase: "starting".into(),
+            done: 0,
+            total: 0,
+            error: None,
+            started_ms: now_ms(),
+            finished_ms: None,
+        };
+        jobs.insert(id, job.clone());
+        Ok(job)
+    }
+
+    pub fn update(&self, id: u64, change: impl FnOnce(&mut JobStatus)) {
+        if let Some(job) = self.lock().get_mut(&id) {
+            change(job);
+        }
+    }
+
+    pub fn finish(&self, id: u64, result: Result<(), String>) {
+        self.update(id, |job| {
+            job.finished_ms = Some(now_ms());
+            match result {
+                Ok(()) => {
+                    job.state = JobState::Succeeded;
+                    job.phase = "done".into();
+                }
+                Err(reason) => {
+                    job.state = JobState::Failed;
+                    job.error = Some(reason);
+                }
+            }
+        });
+    }
+
+    pub fn get(&self, id: u64) -> Option<JobStatus> {
+        self.lock().get(&id).cloned()
+    }
+}
+
+/// Runs reindex jobs. `start` must return quickly and do the work in the background, reporting
+/// through `state.jobs`.
+pub trait Reindexer: Send + Sync {
+    /// Whether `table` can be rebuilt from `from` (`"kafka"`); the reason if not.
+    fn check(&self, table: &str, from: &str) -> Result<(), String>;
+    fn start(&self, state: SharedState, table: String, from: String, job: u64);
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReindexRequest {
+    pub from: String,
+}
+
+pub async fn start_reindex(
+    State(state): State<SharedState>,
+    Path(table): Path<String>,
+    ApiJson(request): ApiJson<ReindexRequest>,
+) -> Result<(StatusCode, Json<JobStatus>), ApiError> {
+    let runtime = state.table(&table)?;
+    let table = runtime.config.name.clone();
+    if request.from != "kafka" {
+        return Err(ApiError::bad_request(
+            "from",
+            "must be \"kafka\" (rebuilding from the row store comes with the HBase store)",
+        ));
+    }
+    let reindexer = state
+        .reindexer
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("from", "this server cannot reindex"))?;
+    reindexer
+        .check(&table, &request.from)
+        .map_err(|reason| ApiError::bad_request("from", reason))?;
+    let job = state
+        .jobs
+        .create(&table, &request.from)
+        .map_err(|running| {
+            ApiError::Conflict(format!(
+                "job {running} is already reindexing table \"{table}\""
+            ))
+        })?;
+    reindexer.start(state.clone(), table, request.from, job.id);
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+pub async fn get_job(
+    State(state): State<SharedState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobStatus>, ApiError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::bad_request("id", "a job id is a positive integer"))?;
+    state
+        .jobs
+        .get(id)
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound {
+            what: format!("job {id}"),
+        })
+}

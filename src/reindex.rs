@@ -1,0 +1,217 @@
+//! Reindexing from Kafka inside the serving process (`POST /v1/tables/{table}/reindex`).
+//!
+//! 1. **Replay.** A shadow index is built in `index/<table>.reindex/` by a second indexer whose
+//!    source replays the table's topic from the earliest offset (no consumer group). It runs
+//!    until its checkpoint covers the high watermarks taken when the job started. Lookups and
+//!    the live indexer carry on meanwhile.
+//! 2. **Swap.** The shadow's final commit is marked `READY`; the live indexer stops (final
+//!    commit); `index/<table>` becomes `index/<table>.old` and the shadow becomes
+//!    `index/<table>`; the index is reopened there, every searcher of the table adopts it in one
+//!    step, and a new live indexer resumes the topic from the shadow's own checkpoint (so the
+//!    events that arrived during the replay are indexed too). `.old` is then removed.
+//!
+//! Lookups never stop: until the adopt they read the old index (its files stay mapped), after
+//! it the new one. A crash mid-swap is finished at the next start (`server::recover_index_dir`):
+//! a `READY` shadow with no live index moves into place; leftovers are removed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, ReplayTargets};
+use hbidx_indexer::{Checkpoint, IndexerHandle, WriterOptions};
+use hbidx_query::SharedState;
+use hbidx_query::jobs::Reindexer;
+
+use crate::server::{Indexers, Wiring};
+
+/// Marker file: the shadow index is complete and committed.
+pub const READY: &str = "READY";
+
+pub fn shadow_dir(index_dir: &Path) -> PathBuf {
+    with_suffix(index_dir, ".reindex")
+}
+
+pub fn old_dir(index_dir: &Path) -> PathBuf {
+    with_suffix(index_dir, ".old")
+}
+
+fn with_suffix(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    dir.with_file_name(name)
+}
+
+pub struct KafkaReindexer {
+    pub wiring: Arc<Wiring>,
+    pub indexers: Indexers,
+}
+
+impl Reindexer for KafkaReindexer {
+    fn check(&self, table: &str, from: &str) -> Result<(), String> {
+        if from != "kafka" {
+            return Err(format!("cannot reindex from \"{from}\""));
+        }
+        if self.wiring.kafka_for(table).is_none() {
+            return Err(format!(
+                "table \"{table}\" has no Kafka source ([[sources]]) to replay"
+            ));
+        }
+        Ok(())
+    }
+
+    fn start(&self, state: SharedState, table: String, _from: String, job: u64) {
+        let wiring = self.wiring.clone();
+        let indexers = self.indexers.clone();
+        tokio::spawn(async move {
+            let result = run(&state, &wiring, &indexers, &table, job).await;
+            if let Err(err) = &result {
+                tracing::error!(table = %table, job, error = %format!("{err:#}"), "reindex failed");
+            } else {
+                tracing::info!(table = %table, job, "reindex done");
+            }
+            state
+                .jobs
+                .finish(job, result.map_err(|err| format!("{err:#}")));
+        });
+    }
+}
+
+/// Events the checkpoint covers towards the targets, and the total to cover.
+fn progress(source: &str, targets: &ReplayTargets, checkpoint: &Checkpoint) -> (u64, u64, bool) {
+    let mut done = 0u64;
+    let mut total = 0u64;
+    let mut complete = true;
+    for (partition, high) in targets {
+        let high = (*high).max(0) as u64;
+        let next = checkpoint
+            .position(source, *partition)
+            .map_or(0, |offset| (offset + 1).max(0) as u64);
+        total += high;
+        done += next.min(high);
+        complete &= next >= high;
+    }
+    (done, total, complete)
+}
+
+async fn run(
+    state: &SharedState,
+    wiring: &Arc<Wiring>,
+    indexers: &Indexers,
+    table_name: &str,
+    job: u64,
+) -> Result<()> {
+    let runtime = state
+        .tables
+        .get(table_name)
+        .ok_or_else(|| anyhow!("unknown table {table_name}"))?
+        .clone();
+    let table = runtime.config.clone();
+    let kafka = wiring
+        .kafka_for(table_name)
+        .ok_or_else(|| anyhow!("table {table_name} has no Kafka source"))?
+        .clone();
+    let live_dir = wiring.index_dir(table_name);
+    let shadow = shadow_dir(&live_dir);
+
+    // 1. Replay into the shadow.
+    state.jobs.update(job, |j| j.phase = "replaying".into());
+    let (shadow_handle, targets) = {
+        let shadow = shadow.clone();
+        let table = table.clone();
+        let kafka = kafka.clone();
+        let dead_letters = DeadLetterFile::new(
+            &wiring.data_dir.join("deadletters"),
+            &format!("{table_name}.reindex"),
+        );
+        let policy = wiring.policy.clone();
+        tokio::task::spawn_blocking(move || -> Result<(IndexerHandle, ReplayTargets)> {
+            if shadow.exists() {
+                std::fs::remove_dir_all(&shadow)
+                    .with_context(|| format!("removing an old {}", shadow.display()))?;
+            }
+            let (writer, _searcher) =
+                hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
+            let (source, targets) = KafkaSource::replay(kafka, table, dead_letters)?;
+            let handle = hbidx_indexer::spawn(writer, Box::new(source), policy)?;
+            Ok((handle, targets))
+        })
+        .await??
+    };
+    let source_name = kafka.source_name();
+    let mut indexed = shadow_handle.indexed.clone();
+    let mut last_progress = (0u64, Instant::now());
+    loop {
+        let (done, total, complete) = progress(&source_name, &targets, &indexed.borrow());
+        state.jobs.update(job, |j| {
+            j.done = done;
+            j.total = total;
+        });
+        if complete {
+            break;
+        }
+        if done > last_progress.0 {
+            last_progress = (done, Instant::now());
+        } else if last_progress.1.elapsed() > Duration::from_secs(300) {
+            let shadow_handle = shadow_handle;
+            tokio::task::spawn_blocking(move || shadow_handle.shutdown()).await?;
+            return Err(anyhow!(
+                "the replay made no progress for 5 minutes ({done} of {total} events)"
+            ));
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), indexed.changed()).await;
+    }
+
+    // 2. Swap.
+    state.jobs.update(job, |j| j.phase = "swapping".into());
+    let live = indexers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(table_name)
+        .ok_or_else(|| anyhow!("table {table_name} has no live indexer"))?;
+    let wiring = wiring.clone();
+    let table_for_swap = table.clone();
+    let swapped = tokio::task::spawn_blocking(move || -> Result<IndexerHandle> {
+        shadow_handle.shutdown();
+        std::fs::write(shadow.join(READY), b"")
+            .with_context(|| format!("marking {} ready", shadow.display()))?;
+        let (publish, stats) = live.channel();
+        live.shutdown();
+        let old = old_dir(&live_dir);
+        if old.exists() {
+            std::fs::remove_dir_all(&old)?;
+        }
+        std::fs::rename(&live_dir, &old)
+            .with_context(|| format!("moving {} aside", live_dir.display()))?;
+        std::fs::rename(&shadow, &live_dir)
+            .with_context(|| format!("moving the shadow into {}", live_dir.display()))?;
+        let _ = std::fs::remove_file(live_dir.join(READY));
+        let (writer, searcher) = hbidx_indexer::open_table_index(
+            &live_dir,
+            table_for_swap.clone(),
+            &WriterOptions::default(),
+        )?;
+        runtime.searcher.adopt(&searcher);
+        let source = wiring.live_source(&table_for_swap)?;
+        let handle =
+            hbidx_indexer::spawn_with(writer, source, wiring.policy.clone(), publish, stats)?;
+        if let Err(err) = std::fs::remove_dir_all(&old) {
+            tracing::warn!(dir = %old.display(), error = %err, "could not remove the old index");
+        }
+        Ok(handle)
+    })
+    .await?;
+    match swapped {
+        Ok(handle) => {
+            indexers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(table_name.to_string(), handle);
+            Ok(())
+        }
+        // The live indexer is stopped at this point; a restart of the process recovers the
+        // directories (server::recover_index_dir) and resumes indexing.
+        Err(err) => Err(err.context("swap failed; restart hbidx to recover the index directory")),
+    }
+}
