@@ -46,9 +46,13 @@ pub struct BenchArgs {
     /// Also write the generated people as CSV (uid,name,phone,idcard,city) for comparisons.
     #[arg(long)]
     export_csv: Option<PathBuf>,
+    /// Also measure Kafka → index with the broker at this address (e.g. 127.0.0.1:9092):
+    /// produce rate, bare consume rate, indexing throughput, produce→searchable latency.
+    #[arg(long)]
+    kafka: Option<String>,
 }
 
-struct Row(&'static str, String);
+pub(crate) struct Row(pub &'static str, pub String);
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -262,6 +266,9 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         ),
     ));
     runtime.shutdown_indexers().await?;
+    if let Some(brokers) = &args.kafka {
+        crate::bench_kafka::run(&config, &people, brokers, &data_dir, &mut report).await?;
+    }
     if args.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(&data_dir);
     }

@@ -5,6 +5,7 @@
 //! exit with code 2.
 
 mod bench;
+mod bench_kafka;
 mod demo;
 mod people;
 mod reindex;

@@ -375,6 +375,11 @@ impl KafkaSource {
             // index stands still for that long after a crash.
             .set("group.instance.id", group_id)
             .set("session.timeout.ms", "10000")
+            // How long a fetch waits for new data. A broker answers early when data arrives,
+            // but not every Kafka-protocol broker does (tansu waits the full time), and this
+            // bound is what an idle table's produce→searchable latency pays on top of the
+            // commit interval.
+            .set("fetch.wait.max.ms", "50")
             .set("max.poll.interval.ms", "60000")
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")

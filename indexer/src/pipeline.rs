@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::index::TableIndexWriter;
 use crate::source::Source;
 
-/// When to commit. The defaults make an event searchable within ~100 ms of reaching the
+/// When to commit. The defaults make an event searchable within ~50-100 ms of reaching the
 /// indexer while still batching bulk loads into large commits.
 #[derive(Debug, Clone)]
 pub struct CommitPolicy {
@@ -36,7 +36,7 @@ impl Default for CommitPolicy {
     fn default() -> Self {
         Self {
             max_docs: 200_000,
-            max_delay: Duration::from_millis(100),
+            max_delay: Duration::from_millis(50),
             catch_up_delay: Duration::from_secs(1),
             poll_batch: 4096,
         }

@@ -1,0 +1,274 @@
+//! The Kafka part of `hbidx bench --kafka BROKERS` (a real broker, e.g. tansu on loopback).
+//!
+//! 1. produce the people as hbidx JSON events to a fresh 4-partition topic (normal batching):
+//!    what the broker takes in;
+//! 2. consume the topic with a bare rdkafka consumer that does nothing with the messages: what
+//!    the broker can hand out, the ceiling for any consumer on this machine;
+//! 3. `serve`'s wiring with the topic as the table's source, timed from the first indexed event
+//!    to the last: Kafka → decode → embedded store → tantivy, events/s;
+//! 4. with the indexer idle, write-through style single events (publish, broker ack, consume,
+//!    index, commit): produce→searchable p50/p99.
+//!
+//! The broker's own CPU time is read from /proc for a process named `tansu`, when there is one.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use hbidx_indexer::CommitPolicy;
+use hbidx_schema::config::Config;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::bench::Row;
+use crate::demo::{PersonColumns, demo_table, now_ms};
+use crate::people::Person;
+use crate::server;
+
+const PARTITIONS: i32 = 4;
+
+/// CPU seconds (user + system) of the first process called `tansu`.
+fn broker_cpu_seconds() -> Option<f64> {
+    let ticks = 100.0; // USER_HZ on Linux
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "tansu" {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let after_name = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = after_name.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            return Some((utime + stime) / ticks);
+        }
+    }
+    None
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+pub async fn run(
+    config: &Config,
+    people: &[Person],
+    brokers: &str,
+    data_dir: &Path,
+    report: &mut Vec<Row>,
+) -> Result<()> {
+    let table = demo_table(config)?.clone();
+    let columns = PersonColumns::for_table(&table)?;
+    let topic = format!("hbidx-bench-{}", now_ms());
+    let n = people.len();
+
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()?;
+    for result in admin
+        .create_topics(
+            &[NewTopic::new(
+                &topic,
+                PARTITIONS,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        )
+        .await
+        .with_context(|| format!("creating topic {topic} on {brokers}"))?
+    {
+        result.map_err(|(topic, err)| anyhow::anyhow!("creating topic {topic}: {err}"))?;
+    }
+
+    // 1. Produce.
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()?;
+    let ts = now_ms();
+    let payloads: Vec<(Vec<u8>, Vec<u8>)> = people
+        .iter()
+        .map(|p| {
+            let mutation = columns.mutation(&table, p, ts)?;
+            let payload = hbidx_indexer::formats::encode_json(&table, &mutation);
+            Ok((mutation.rowkey, payload))
+        })
+        .collect::<Result<_>>()?;
+    let cpu_before_produce = broker_cpu_seconds();
+    let started = Instant::now();
+    let mut deliveries = Vec::with_capacity(n);
+    for (key, payload) in &payloads {
+        deliveries.push(producer.send_result(FutureRecord::to(&topic).key(key).payload(payload)));
+    }
+    for delivery in deliveries {
+        match delivery {
+            Ok(future) => {
+                future
+                    .await
+                    .context("producer dropped")?
+                    .map_err(|(err, _)| err)?;
+            }
+            Err((err, _)) => bail!("produce: {err}"),
+        }
+    }
+    let produce_secs = started.elapsed().as_secs_f64();
+    let produce_cpu = broker_cpu_seconds()
+        .zip(cpu_before_produce)
+        .map(|(after, before)| after - before);
+    report.push(Row(
+        "kafka: produce (broker ingest, linger 5 ms)",
+        format!(
+            "{:.0} events/s ({n} events in {produce_secs:.2}s){}",
+            n as f64 / produce_secs,
+            produce_cpu
+                .map(|cpu| format!(", broker CPU {cpu:.2}s"))
+                .unwrap_or_default()
+        ),
+    ));
+
+    // 2. Bare consume: the broker's ceiling.
+    let topic_for_consume = topic.clone();
+    let brokers_owned = brokers.to_string();
+    let cpu_before = broker_cpu_seconds();
+    let (consume_secs, consumed) = tokio::task::spawn_blocking(move || -> Result<(f64, usize)> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &brokers_owned)
+            .set("group.id", "hbidx-bench-bare")
+            .set("enable.auto.commit", "false")
+            .create()?;
+        let mut assignment = TopicPartitionList::new();
+        for partition in 0..PARTITIONS {
+            assignment.add_partition_offset(&topic_for_consume, partition, Offset::Beginning)?;
+        }
+        consumer.assign(&assignment)?;
+        let started = Instant::now();
+        let mut count = 0;
+        while count < n && started.elapsed() < Duration::from_secs(600) {
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                message?;
+                count += 1;
+            }
+        }
+        Ok((started.elapsed().as_secs_f64(), count))
+    })
+    .await??;
+    let consume_cpu = broker_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
+    report.push(Row(
+        "kafka: bare consume (no decode, no index)",
+        format!(
+            "{:.0} events/s ({consumed} events in {consume_secs:.2}s){}",
+            consumed as f64 / consume_secs,
+            consume_cpu
+                .map(|cpu| format!(", broker CPU {cpu:.2}s"))
+                .unwrap_or_default()
+        ),
+    ));
+
+    // 3. Index from Kafka with serve's wiring.
+    let sources: toml::Value = toml::from_str(&format!(
+        "[[sources]]\nkind = \"kafka\"\nbrokers = \"{brokers}\"\ntopic = \"{topic}\"\nformat = \"json\"\ntable = \"{}\"\n",
+        table.name
+    ))?;
+    let mut kafka_config = config.clone();
+    kafka_config.raw_sources = sources.get("sources").cloned();
+    let kafka_dir = data_dir.join("kafka");
+    let runtime = server::open(&kafka_config, &kafka_dir, &CommitPolicy::default())?;
+    let runtime_table = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .context("table missing")?
+        .clone();
+    let source_name = format!("kafka:{topic}");
+    let covered = |checkpoint: &hbidx_indexer::Checkpoint| -> usize {
+        (0..PARTITIONS)
+            .filter_map(|p| checkpoint.position(&source_name, p))
+            .map(|offset| (offset + 1) as usize)
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    // Timed from the first indexed event, so the consumer group join is not counted.
+    let (first_at, first_events) = loop {
+        let events = runtime_table
+            .stats
+            .events
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if events > 0 {
+            break (Instant::now(), events as usize);
+        }
+        if Instant::now() > deadline {
+            bail!("the Kafka indexer never started");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let cpu_before = broker_cpu_seconds();
+    let mut indexed = runtime_table.indexed.clone();
+    while covered(&indexed.borrow_and_update()) < n {
+        if Instant::now() > deadline {
+            bail!("Kafka indexing did not finish");
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), indexed.changed()).await;
+    }
+    let index_secs = first_at.elapsed().as_secs_f64();
+    let index_cpu = broker_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
+    report.push(Row(
+        "kafka → index throughput (decode, store, tantivy)",
+        format!(
+            "{:.0} events/s ({} events in {index_secs:.2}s){}",
+            (n - first_events.min(n)) as f64 / index_secs,
+            n - first_events.min(n),
+            index_cpu
+                .map(|cpu| format!(", broker CPU {cpu:.2}s"))
+                .unwrap_or_default()
+        ),
+    ));
+
+    // 4. Produce → searchable, one write at a time through the write-through publisher.
+    let publisher = runtime_table
+        .publisher
+        .clone()
+        .context("the Kafka table has no publisher")?;
+    let mut latencies = Vec::new();
+    for person in crate::people::PeopleGen::new(crate::demo::DEMO_SEED ^ 0xbe7c)
+        .skip(n)
+        .take(200)
+    {
+        let mutation = columns.mutation(&table, &person, now_ms())?;
+        let started = Instant::now();
+        let published = publisher.publish(&mutation).await?;
+        let mut indexed = runtime_table.indexed.clone();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            indexed.wait_for(|cp| {
+                cp.position(&published.source_name, published.partition)
+                    .is_some_and(|at| at >= published.offset)
+            }),
+        )
+        .await
+        .context("a produced event did not become searchable")??;
+        latencies.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    latencies.sort_by(f64::total_cmp);
+    report.push(Row(
+        "kafka produce → searchable latency",
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms ({} sequential writes, broker ack included)",
+            percentile(&latencies, 50.0),
+            percentile(&latencies, 99.0),
+            latencies.len()
+        ),
+    ));
+    runtime.shutdown_indexers().await?;
+    Ok(())
+}
