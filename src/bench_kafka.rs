@@ -89,7 +89,11 @@ pub async fn run(
     // 1. Produce.
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
-        .set("linger.ms", "5")
+        // Big batches: tansu hands out about one produced batch per partition per fetch, so
+        // small batches would make the consume side measure fetch round trips.
+        .set("linger.ms", "100")
+        .set("batch.num.messages", "100000")
+        .set("batch.size", "16000000")
         .set("queue.buffering.max.messages", "1000000")
         .create()?;
     let ts = now_ms();
@@ -123,7 +127,7 @@ pub async fn run(
         .zip(cpu_before_produce)
         .map(|(after, before)| after - before);
     report.push(Row(
-        "kafka: produce (broker ingest, linger 5 ms)",
+        "kafka: produce (broker ingest, linger 100 ms)",
         format!(
             "{:.0} events/s ({n} events in {produce_secs:.2}s){}",
             n as f64 / produce_secs,
@@ -142,6 +146,8 @@ pub async fn run(
             .set("bootstrap.servers", &brokers_owned)
             .set("group.id", "hbidx-bench-bare")
             .set("enable.auto.commit", "false")
+            // tansu answers a fetch only when fetch.wait.max.ms is over (see kafka.rs).
+            .set("fetch.wait.max.ms", "50")
             .create()?;
         let mut assignment = TopicPartitionList::new();
         for partition in 0..PARTITIONS {
