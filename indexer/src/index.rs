@@ -324,10 +324,12 @@ impl TableIndexWriter {
                 Err(err) => {
                     invalid += 1;
                     // The reason never contains the value itself (phone and idcard are
-                    // personal data), only what is wrong with it.
+                    // personal data), only what is wrong with it. Nor does the rowkey appear: some
+                    // designs build it from the phone itself (reversal); a hash still lets an
+                    // operator match log lines for one row.
                     tracing::warn!(
                         table = %self.table.name,
-                        rowkey = %hbidx_schema::codec::printable(rowkey),
+                        rowkey_hash = %rowkey_ref(rowkey),
                         field = %name,
                         reason = %err,
                         "value not indexed"
@@ -372,6 +374,12 @@ impl TableIndexWriter {
         self.commit()?;
         Ok(())
     }
+}
+
+/// How a rowkey appears in logs and errors: a hash, never the bytes. Some rowkey designs are
+/// built from the phone itself (reversal), and logs must not carry phone numbers.
+pub fn rowkey_ref(rowkey: &[u8]) -> String {
+    format!("#{:016x}", xxhash_rust::xxh3::xxh3_64(rowkey))
 }
 
 /// Every term of `field` that starts with `prefix`: the range from the prefix up to (not
@@ -492,7 +500,7 @@ impl TableSearcher {
             .and_then(|value| value.as_bytes())
             .unwrap_or_default();
         RowState::decode(bytes).map_err(|err| IndexerError::CorruptState {
-            rowkey: hbidx_schema::codec::printable(rowkey),
+            rowkey: rowkey_ref(rowkey),
             reason: err.to_string(),
         })
     }
@@ -578,7 +586,7 @@ impl TableSearcher {
                 Ok(rowkey) => rowkeys.push(rowkey),
                 Err(err) => {
                     return Err(IndexerError::CorruptState {
-                        rowkey: hex_key,
+                        rowkey: rowkey_ref(hex_key.as_bytes()),
                         reason: err.to_string(),
                     });
                 }
@@ -605,7 +613,7 @@ impl TableSearcher {
                     continue;
                 };
                 let rowkey = hex::decode(hex_key).map_err(|err| IndexerError::CorruptState {
-                    rowkey: hex_key.to_string(),
+                    rowkey: rowkey_ref(hex_key.as_bytes()),
                     reason: err.to_string(),
                 })?;
                 let state = self.state_at(&searcher, address, &rowkey)?;
@@ -635,5 +643,24 @@ impl TableSearcher {
             segments: searcher.segment_readers().len(),
             bytes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rowkeys_are_hashed_for_logs() {
+        // A reversal design: the rowkey is the phone number reversed.
+        let rowkey = b"00083100831";
+        let shown = rowkey_ref(rowkey);
+        assert!(!shown.contains("00083100831") && !shown.contains("13800138000"));
+        assert_eq!(
+            shown,
+            rowkey_ref(rowkey),
+            "stable, so log lines of one row match"
+        );
+        assert_ne!(shown, rowkey_ref(b"00083100832"));
     }
 }

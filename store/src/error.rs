@@ -20,7 +20,7 @@ pub enum StoreError {
     Corrupt {
         /// The table whose data is damaged (or `<meta>` for the store's own metadata).
         table: String,
-        /// The damaged key, escaped for printing.
+        /// The damaged key: escaped for feed and metadata keys, a hash for rowkeys.
         key: String,
         /// What failed to decode.
         reason: String,
