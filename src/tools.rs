@@ -56,7 +56,23 @@ pub fn schema_check(file: &Path) -> Result<()> {
     let text = read_config_text(Some(file))?;
     let config = hbidx_schema::config::parse_config(&text)
         .map_err(|err| anyhow!("{}: {err}", file.display()))?;
-    println!("{}: ok, {} table(s)", file.display(), config.tables.len());
+    let sources = hbidx_indexer::config::kafka_sources(&config)
+        .map_err(|err| anyhow!("{}: {err}", file.display()))?;
+    println!(
+        "{}: ok, {} table(s), {} Kafka source(s)",
+        file.display(),
+        config.tables.len(),
+        sources.len()
+    );
+    for source in &sources {
+        println!(
+            "  source: {} ({}) from {} -> table {}",
+            source.topic,
+            source.format.as_str(),
+            source.brokers,
+            source.table
+        );
+    }
     for table in &config.tables {
         let fields: Vec<_> = table
             .fields

@@ -108,3 +108,33 @@ fn bad_config_and_bad_input_exit_2_with_one_line() {
     let output = hbidx(&["schema", "check", "deploy/config/hbidx.toml"]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn schema_check_validates_kafka_sources() {
+    let output = hbidx(&["schema", "check", "deploy/config/hbidx-kafka.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("1 Kafka source(s)"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stdout(&output).contains("user-events (json)"),
+        "{}",
+        stdout(&output)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string("deploy/config/hbidx-kafka.toml")
+        .unwrap()
+        .replace("format = \"json\"", "format = \"protobuf\"");
+    std::fs::write(&bad, text).unwrap();
+    let output = hbidx(&["schema", "check", bad.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("sources[0]: format \"protobuf\""),
+        "{}",
+        stderr(&output)
+    );
+}
