@@ -54,7 +54,7 @@ pub struct BenchArgs {
 
 pub(crate) struct Row(pub &'static str, pub String);
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

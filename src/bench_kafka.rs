@@ -24,7 +24,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::bench::Row;
+use crate::bench::{Row, percentile};
 use crate::demo::{PersonColumns, demo_table, now_ms};
 use crate::people::Person;
 use crate::server;
@@ -32,6 +32,14 @@ use crate::server;
 const PARTITIONS: i32 = 4;
 
 /// CPU seconds (user + system) of the first process called `tansu`.
+/// ", broker CPU 0.04s" for the CPU the broker used since `before`, or nothing.
+fn broker_cpu_since(before: Option<f64>) -> String {
+    broker_cpu_seconds()
+        .zip(before)
+        .map(|(after, before)| format!(", broker CPU {:.2}s", after - before))
+        .unwrap_or_default()
+}
+
 fn broker_cpu_seconds() -> Option<f64> {
     let ticks = 100.0; // USER_HZ on Linux
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -46,14 +54,6 @@ fn broker_cpu_seconds() -> Option<f64> {
         }
     }
     None
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 pub async fn run(
@@ -123,17 +123,13 @@ pub async fn run(
         }
     }
     let produce_secs = started.elapsed().as_secs_f64();
-    let produce_cpu = broker_cpu_seconds()
-        .zip(cpu_before_produce)
-        .map(|(after, before)| after - before);
+    let produce_cpu = broker_cpu_since(cpu_before_produce);
     report.push(Row(
         "kafka: produce (broker ingest, linger 100 ms)",
         format!(
             "{:.0} events/s ({n} events in {produce_secs:.2}s){}",
             n as f64 / produce_secs,
             produce_cpu
-                .map(|cpu| format!(", broker CPU {cpu:.2}s"))
-                .unwrap_or_default()
         ),
     ));
 
@@ -165,17 +161,13 @@ pub async fn run(
         Ok((started.elapsed().as_secs_f64(), count))
     })
     .await??;
-    let consume_cpu = broker_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
+    let consume_cpu = broker_cpu_since(cpu_before);
     report.push(Row(
         "kafka: bare consume (no decode, no index)",
         format!(
             "{:.0} events/s ({consumed} events in {consume_secs:.2}s){}",
             consumed as f64 / consume_secs,
             consume_cpu
-                .map(|cpu| format!(", broker CPU {cpu:.2}s"))
-                .unwrap_or_default()
         ),
     ));
 
@@ -225,9 +217,7 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_millis(100), indexed.changed()).await;
     }
     let index_secs = first_at.elapsed().as_secs_f64();
-    let index_cpu = broker_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
+    let index_cpu = broker_cpu_since(cpu_before);
     report.push(Row(
         "kafka → index throughput (decode, store, tantivy)",
         format!(
@@ -235,8 +225,6 @@ pub async fn run(
             (n - first_events.min(n)) as f64 / index_secs,
             n - first_events.min(n),
             index_cpu
-                .map(|cpu| format!(", broker CPU {cpu:.2}s"))
-                .unwrap_or_default()
         ),
     ));
 

@@ -334,22 +334,8 @@ impl KafkaSource {
         consumer
             .assign(&assignment)
             .map_err(|err| kafka_error(&name, err))?;
-        let watermarks = watermark_client(&config, &name)?;
-        Ok((
-            Self {
-                name,
-                config,
-                table,
-                consumer,
-                watermarks,
-                positions,
-                dead_letters,
-                counters: BTreeMap::new(),
-                watermarks_at: None,
-                replay: true,
-            },
-            targets,
-        ))
+        let source = Self::assemble(name, config, table, consumer, positions, dead_letters, true)?;
+        Ok((source, targets))
     }
 
     /// Creates the consumer and subscribes. Nothing is fetched until the first poll.
@@ -401,6 +387,26 @@ impl KafkaSource {
         consumer
             .subscribe(&[&config.topic])
             .map_err(|err| kafka_error(&name, err))?;
+        Self::assemble(
+            name,
+            config,
+            table,
+            consumer,
+            positions,
+            dead_letters,
+            false,
+        )
+    }
+
+    fn assemble(
+        name: String,
+        config: KafkaSourceConfig,
+        table: Arc<TableConfig>,
+        consumer: BaseConsumer<RebalanceContext>,
+        positions: Arc<Positions>,
+        dead_letters: DeadLetterFile,
+        replay: bool,
+    ) -> Result<Self> {
         let watermarks = watermark_client(&config, &name)?;
         Ok(Self {
             name,
@@ -412,7 +418,7 @@ impl KafkaSource {
             dead_letters,
             counters: BTreeMap::new(),
             watermarks_at: None,
-            replay: false,
+            replay,
         })
     }
 
