@@ -31,6 +31,18 @@ impl Checkpoint {
         self.positions.get(&Self::key(source, partition)).copied()
     }
 
+    /// Every partition of `source` with its offset.
+    pub fn partitions(&self, source: &str) -> BTreeMap<i32, i64> {
+        let prefix = format!("{source}/");
+        self.positions
+            .iter()
+            .filter_map(|(key, offset)| {
+                let partition = key.strip_prefix(&prefix)?.parse::<i32>().ok()?;
+                Some((partition, *offset))
+            })
+            .collect()
+    }
+
     pub fn advance(&mut self, source: &str, partition: i32, offset: i64) {
         let entry = self
             .positions
@@ -59,6 +71,20 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partitions_of_one_source() {
+        let mut checkpoint = Checkpoint::default();
+        checkpoint.advance("kafka:t", 0, 5);
+        checkpoint.advance("kafka:t", 3, 9);
+        checkpoint.advance("kafka:t2", 1, 7);
+        checkpoint.advance("changefeed", 0, 1);
+        assert_eq!(
+            checkpoint.partitions("kafka:t"),
+            BTreeMap::from([(0, 5), (3, 9)])
+        );
+        assert!(checkpoint.partitions("kafka").is_empty());
+    }
 
     #[test]
     fn payload_round_trip_and_monotonic_advance() {

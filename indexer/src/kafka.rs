@@ -528,15 +528,7 @@ impl Source for KafkaSource {
     }
 
     fn seek(&mut self, checkpoint: &Checkpoint) -> Result<()> {
-        let mut positions = BTreeMap::new();
-        let prefix = format!("{}/", self.name);
-        for (key, offset) in &checkpoint.positions {
-            if let Some(partition) = key.strip_prefix(&prefix)
-                && let Ok(partition) = partition.parse::<i32>()
-            {
-                positions.insert(partition, *offset);
-            }
-        }
+        let positions = checkpoint.partitions(&self.name);
         *lock(&self.positions.returned) = positions.clone();
         *lock(&self.positions.committed) = positions.clone();
         // Partitions already assigned are moved now; later assignments read `returned`.
@@ -617,15 +609,8 @@ impl Source for KafkaSource {
         if self.replay {
             return;
         }
-        let prefix = format!("{}/", self.name);
         let mut committed = lock(&self.positions.committed);
-        for (key, offset) in &checkpoint.positions {
-            if let Some(partition) = key.strip_prefix(&prefix)
-                && let Ok(partition) = partition.parse::<i32>()
-            {
-                committed.insert(partition, *offset);
-            }
-        }
+        committed.extend(checkpoint.partitions(&self.name));
         if let Some(hint) = commit_list(&self.config.topic, &committed)
             && let Err(err) = self.consumer.commit(&hint, CommitMode::Async)
         {

@@ -332,17 +332,12 @@ fn update_partitions(
         })
         .collect();
     // Partitions with a checkpoint but nothing reported yet (not assigned at the moment).
-    let prefix = format!("{source_name}/");
-    for (key, offset) in &committed.positions {
-        if let Some(partition) = key
-            .strip_prefix(&prefix)
-            .and_then(|p| p.parse::<i32>().ok())
-            && !partitions.iter().any(|p| p.partition == partition)
-        {
+    for (partition, offset) in committed.partitions(source_name) {
+        if !partitions.iter().any(|p| p.partition == partition) {
             partitions.push(PartitionStatus {
                 source: source_name.to_string(),
                 partition,
-                checkpoint: Some(*offset),
+                checkpoint: Some(offset),
                 ..PartitionStatus::default()
             });
         }
