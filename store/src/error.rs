@@ -46,6 +46,27 @@ pub enum StoreError {
     /// embedded store; reserved for remote stores.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+
+    /// A configured table doesn't exist in the remote store. hbidx never creates tables
+    /// implicitly; the message says how to create it.
+    #[error(
+        "table `{table}` does not exist in HBase (as `{store_table}`); create it first with the statement that `hbidx --config FILE ddl {table}` prints"
+    )]
+    TableMissing {
+        /// The hbidx table name.
+        table: String,
+        /// The name HBase knows it by (`ns:name`, or `name` in the default namespace).
+        store_table: String,
+    },
+
+    /// The remote store rejected a call for a reason retrying won't fix (HBase `IOError` or
+    /// `IllegalArgument`). The message is the server's.
+    #[error("store rejected the call: {0}")]
+    Rejected(String),
+
+    /// `[store]` in the config is invalid; the message names the key.
+    #[error("{0}")]
+    Config(String),
 }
 
 impl From<fjall::Error> for StoreError {

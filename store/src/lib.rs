@@ -8,15 +8,25 @@
 //!   feed written in the same atomic batch as the rows: the coprocessor-style path from a write
 //!   to the indexer, without Kafka.
 //!
+//! - [`HbaseStore`]: the implementation over a real HBase cluster's Thrift1 server, with a
+//!   connection pool, deadlines, retries for transport errors and a circuit breaker.
+//! - [`StoreConfig`]: the `[store]` config section.
+//!
 //! The mutation model itself ([`hbidx_schema::model`]) lives in the schema crate so that the
 //! indexer can consume it without depending on this crate's storage.
 
 mod api;
+mod breaker;
+mod config;
 mod embedded;
 mod error;
+mod hbase;
 mod row_state;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
+pub use breaker::BreakerState;
+pub use config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
+pub use hbase::HbaseStore;
 pub use error::{Result, StoreError};
 pub use row_state::{RowState, StoredCell};

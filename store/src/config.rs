@@ -1,0 +1,281 @@
+//! `[store]`: which row store serves the tables, parsed from the raw TOML the schema crate hands
+//! over (`Config::raw_store`), then validated without IO.
+//!
+//! ```toml
+//! [store]
+//! kind = "hbase"               # or "embedded" (the default)
+//! thrift = "127.0.0.1:9090"    # the HBase Thrift1 server (hbase thrift start)
+//! # pool_size = 16             # connections, and the most calls in flight at once
+//! # connect_timeout_ms = 1000
+//! # timeout_ms = 2000          # per call, retries included: a lookup never waits longer
+//! # retries = 2                # extra attempts for transport errors only
+//! # transport = "buffered"     # or "framed" (hbase.regionserver.thrift.framed)
+//! # protocol = "binary"        # or "compact" (hbase.regionserver.thrift.compact)
+//! # breaker_failures = 5       # consecutive transport failures that open the breaker
+//! # breaker_open_ms = 5000     # how long it stays open before one trial call
+//! ```
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Result, StoreError};
+
+/// The validated `[store]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StoreConfig {
+    /// Rows in the embedded fjall store inside the data dir.
+    #[default]
+    Embedded,
+    /// Rows in a real HBase cluster, reached through its Thrift1 server.
+    Hbase(HbaseConfig),
+}
+
+/// Framing of the Thrift1 connection; must match the server's setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThriftTransport {
+    Buffered,
+    Framed,
+}
+
+/// Wire encoding of the Thrift1 connection; must match the server's setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThriftProtocol {
+    Binary,
+    Compact,
+}
+
+/// How to reach an HBase Thrift1 server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HbaseConfig {
+    /// `host:port` of the Thrift1 server.
+    pub thrift: String,
+    pub pool_size: u32,
+    pub connect_timeout: Duration,
+    /// The whole budget of one store call, retries included.
+    pub timeout: Duration,
+    pub retries: u32,
+    pub transport: ThriftTransport,
+    pub protocol: ThriftProtocol,
+    pub breaker_failures: u32,
+    pub breaker_open: Duration,
+}
+
+impl HbaseConfig {
+    /// Defaults for a Thrift1 server at `thrift`.
+    pub fn new(thrift: impl Into<String>) -> Self {
+        Self {
+            thrift: thrift.into(),
+            pool_size: 16,
+            connect_timeout: Duration::from_millis(1000),
+            timeout: Duration::from_millis(2000),
+            retries: 2,
+            transport: ThriftTransport::Buffered,
+            protocol: ThriftProtocol::Binary,
+            breaker_failures: 5,
+            breaker_open: Duration::from_millis(5000),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    kind: Option<String>,
+    thrift: Option<String>,
+    pool_size: Option<i64>,
+    connect_timeout_ms: Option<i64>,
+    timeout_ms: Option<i64>,
+    retries: Option<i64>,
+    transport: Option<String>,
+    protocol: Option<String>,
+    breaker_failures: Option<i64>,
+    breaker_open_ms: Option<i64>,
+}
+
+fn invalid(reason: impl Into<String>) -> StoreError {
+    StoreError::Config(reason.into())
+}
+
+fn bounded(value: Option<i64>, key: &str, min: i64, max: i64, default: u64) -> Result<u64> {
+    match value {
+        None => Ok(default),
+        Some(v) if (min..=max).contains(&v) => Ok(v as u64),
+        Some(v) => Err(invalid(format!(
+            "store.{key} = {v} is out of range ({min}..={max})"
+        ))),
+    }
+}
+
+impl StoreConfig {
+    /// Parses and validates `[store]` (absent = embedded). Never touches the network.
+    pub fn from_raw(raw: Option<&toml::Value>) -> Result<Self> {
+        let Some(raw) = raw else {
+            return Ok(Self::Embedded);
+        };
+        let raw: RawStore = raw
+            .clone()
+            .try_into()
+            .map_err(|err: toml::de::Error| invalid(format!("store: {}", err.message())))?;
+        let kind = raw.kind.as_deref().unwrap_or("embedded");
+        match kind {
+            "embedded" => {
+                let stray = [
+                    ("thrift", raw.thrift.is_some()),
+                    ("pool_size", raw.pool_size.is_some()),
+                    ("transport", raw.transport.is_some()),
+                    ("protocol", raw.protocol.is_some()),
+                ];
+                if let Some((key, _)) = stray.iter().find(|(_, set)| *set) {
+                    return Err(invalid(format!(
+                        "store.{key} only applies to kind = \"hbase\""
+                    )));
+                }
+                Ok(Self::Embedded)
+            }
+            "hbase" => {
+                let thrift = raw
+                    .thrift
+                    .filter(|t| !t.trim().is_empty())
+                    .ok_or_else(|| {
+                        invalid("store.thrift is required for kind = \"hbase\" (host:port of the HBase Thrift1 server)")
+                    })?;
+                validate_host_port(&thrift)?;
+                let mut config = HbaseConfig::new(thrift);
+                config.pool_size = bounded(raw.pool_size, "pool_size", 1, 1024, 16)? as u32;
+                config.connect_timeout = Duration::from_millis(bounded(
+                    raw.connect_timeout_ms,
+                    "connect_timeout_ms",
+                    1,
+                    600_000,
+                    1000,
+                )?);
+                config.timeout = Duration::from_millis(bounded(
+                    raw.timeout_ms,
+                    "timeout_ms",
+                    1,
+                    600_000,
+                    2000,
+                )?);
+                config.retries = bounded(raw.retries, "retries", 0, 10, 2)? as u32;
+                config.breaker_failures =
+                    bounded(raw.breaker_failures, "breaker_failures", 1, 10_000, 5)? as u32;
+                config.breaker_open = Duration::from_millis(bounded(
+                    raw.breaker_open_ms,
+                    "breaker_open_ms",
+                    1,
+                    3_600_000,
+                    5000,
+                )?);
+                config.transport = match raw.transport.as_deref() {
+                    None | Some("buffered") => ThriftTransport::Buffered,
+                    Some("framed") => ThriftTransport::Framed,
+                    Some(other) => {
+                        return Err(invalid(format!(
+                            "store.transport \"{other}\" is unknown (buffered or framed)"
+                        )));
+                    }
+                };
+                config.protocol = match raw.protocol.as_deref() {
+                    None | Some("binary") => ThriftProtocol::Binary,
+                    Some("compact") => ThriftProtocol::Compact,
+                    Some(other) => {
+                        return Err(invalid(format!(
+                            "store.protocol \"{other}\" is unknown (binary or compact)"
+                        )));
+                    }
+                };
+                Ok(Self::Hbase(config))
+            }
+            other => Err(invalid(format!(
+                "store.kind \"{other}\" is unknown (embedded or hbase)"
+            ))),
+        }
+    }
+}
+
+/// `host:port` with a non-empty host and a numeric port; resolving the host is left to connect
+/// time so that validation does no IO.
+fn validate_host_port(address: &str) -> Result<()> {
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| invalid(format!("store.thrift \"{address}\" is not host:port")))?;
+    if host.trim_matches(['[', ']']).is_empty() {
+        return Err(invalid(format!("store.thrift \"{address}\" has no host")));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(invalid(format!(
+            "store.thrift \"{address}\" has no valid port (1..=65535)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<StoreConfig> {
+        let value: toml::Value = toml::from_str(text).unwrap();
+        StoreConfig::from_raw(value.get("store"))
+    }
+
+    #[test]
+    fn absent_and_embedded() {
+        assert_eq!(StoreConfig::from_raw(None).unwrap(), StoreConfig::Embedded);
+        assert_eq!(
+            parse("[store]\nkind = \"embedded\"").unwrap(),
+            StoreConfig::Embedded
+        );
+    }
+
+    #[test]
+    fn hbase_keys() {
+        let config = parse(
+            "[store]\nkind = \"hbase\"\nthrift = \"hbase-thrift:9090\"\npool_size = 4\ntimeout_ms = 300\ntransport = \"framed\"\nprotocol = \"compact\"",
+        )
+        .unwrap();
+        let StoreConfig::Hbase(hbase) = config else {
+            panic!("hbase expected")
+        };
+        assert_eq!(hbase.thrift, "hbase-thrift:9090");
+        assert_eq!(hbase.pool_size, 4);
+        assert_eq!(hbase.timeout, Duration::from_millis(300));
+        assert_eq!(hbase.transport, ThriftTransport::Framed);
+        assert_eq!(hbase.protocol, ThriftProtocol::Compact);
+        assert_eq!(hbase.retries, 2);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[store]\nkind = \"hbase\"", "store.thrift is required"),
+            (
+                "[store]\nkind = \"hbase\"\nthrift = \"nohost\"",
+                "is not host:port",
+            ),
+            (
+                "[store]\nkind = \"hbase\"\nthrift = \"h:99999\"",
+                "no valid port",
+            ),
+            (
+                "[store]\nkind = \"hbase\"\nthrift = \"h:1\"\npool_size = 0",
+                "store.pool_size = 0",
+            ),
+            (
+                "[store]\nkind = \"hbase\"\nthrift = \"h:1\"\ntransport = \"zmq\"",
+                "store.transport",
+            ),
+            ("[store]\nkind = \"redis\"", "store.kind \"redis\""),
+            ("[store]\nkind = \"hbase\"\nthrfit = \"h:1\"", "thrfit"),
+            (
+                "[store]\nkind = \"embedded\"\nthrift = \"h:1\"",
+                "store.thrift only applies",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text:?}: {err}");
+        }
+    }
+}
