@@ -162,7 +162,7 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
                     match people.next() {
                         Some(person) => {
                             let mutation = columns.mutation(&table, &person, now_ms())?;
-                            let receipt = runtime.store.mutate_sync(vec![mutation])?;
+                            let receipt = runtime.embedded()?.mutate_sync(vec![mutation])?;
                             if let Some((_, offset)) = receipt.last_offset_by_table.first() {
                                 pending.push_back((*offset, Instant::now()));
                             }

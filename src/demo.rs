@@ -103,7 +103,7 @@ pub async fn run(
     let columns = PersonColumns::for_table(&table)?;
     let marker = data_dir.join(LOADED_MARKER);
     if marker.exists() {
-        let existing = runtime.store.count_rows(&table.name)?;
+        let existing = runtime.embedded()?.count_rows(&table.name)?;
         eprintln!(
             "reusing {} ({} rows in table \"{}\"); nothing reloaded",
             data_dir.display(),
@@ -165,13 +165,15 @@ fn load(
     for person in PeopleGen::new(DEMO_SEED).take(rows) {
         batch.push(columns.mutation(table, &person, ts)?);
         if batch.len() == BATCH {
-            runtime.store.mutate_sync(std::mem::take(&mut batch))?;
+            runtime
+                .embedded()?
+                .mutate_sync(std::mem::take(&mut batch))?;
             bar.inc(BATCH as u64);
         }
     }
     if !batch.is_empty() {
         let n = batch.len() as u64;
-        runtime.store.mutate_sync(batch)?;
+        runtime.embedded()?.mutate_sync(batch)?;
         bar.inc(n);
     }
     bar.finish();

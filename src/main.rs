@@ -15,6 +15,7 @@ mod tools;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 // Indexing allocates many small, short-lived strings (terms, documents, row states) on three
@@ -129,19 +130,47 @@ enum Command {
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
     Bench(bench::BenchArgs),
-    /// Rebuild a table's index on a running server and swap it in while lookups go on.
+    /// Rebuild a table's index and swap it in while lookups go on.
     ///
-    /// With --from-kafka the server replays the table's topic from the earliest offset into a
-    /// shadow index, then swaps it in atomically. This command starts the job over the REST API
-    /// (POST /v1/tables/TABLE/reindex) and draws its progress.
+    /// --from-store scans the whole table (embedded or HBase); --from-kafka replays the table's
+    /// topic from the earliest offset. Either builds a shadow index, checks it, and swaps it in
+    /// atomically. With --server the job runs inside that server (which owns the data dir);
+    /// without it, on --data-dir directly, which no server may hold. Progress is drawn either
+    /// way.
     Reindex {
         table: String,
+        /// Scan the table in the row store.
+        #[arg(long, conflicts_with = "from_kafka")]
+        from_store: bool,
         /// Replay the table's Kafka topic from the earliest offset.
-        #[arg(long, required = true)]
+        #[arg(long)]
         from_kafka: bool,
         /// The running hbidx server that owns the table's data dir.
-        #[arg(long, default_value = "http://127.0.0.1:8080")]
-        server: String,
+        #[arg(long)]
+        server: Option<String>,
+        /// Work offline on this data dir (when no --server is given).
+        #[arg(long, default_value = "data/hbidx")]
+        data_dir: PathBuf,
+    },
+    /// Compare a table's index with its rows both ways and print a drift report: rows missing
+    /// from the index, ghosts in the index, value mismatches, with counts and example rowkeys.
+    ///
+    /// Runs inside --server if given, else offline on --data-dir. Exits 1 when drift remains.
+    Verify {
+        table: String,
+        /// Check this many sampled rows each way instead of everything.
+        #[arg(long, conflicts_with = "full")]
+        sample: Option<usize>,
+        /// Check every row (the default).
+        #[arg(long)]
+        full: bool,
+        /// Fix what is found (the repairs go through the table's indexer).
+        #[arg(long)]
+        repair: bool,
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long, default_value = "data/hbidx")]
+        data_dir: PathBuf,
     },
 }
 
@@ -228,10 +257,68 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Reindex {
             table,
+            from_store,
             from_kafka,
             server,
-        } => tools::reindex(&server, &table, from_kafka),
+            data_dir,
+        } => {
+            let from = match (from_store, from_kafka) {
+                (true, _) => "store",
+                (_, true) => "kafka",
+                _ => anyhow::bail!("say where to rebuild from: --from-store or --from-kafka"),
+            };
+            with_server(&config_text, server, &data_dir, |url| {
+                tools::reindex(url, &table, from)
+            })
+        }
+        Command::Verify {
+            table,
+            sample,
+            full: _,
+            repair,
+            server,
+            data_dir,
+        } => {
+            let drift = with_server(&config_text, server, &data_dir, |url| {
+                tools::verify(url, &table, sample, repair)
+            })?;
+            if drift > 0 {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
+}
+
+/// Runs `f` against `server`, or, without one, against an in-process server on the data dir
+/// (same code path, same API), stopped cleanly afterwards.
+fn with_server<T>(
+    config_text: &str,
+    server: Option<String>,
+    data_dir: &std::path::Path,
+    f: impl FnOnce(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if let Some(server) = server {
+        return f(&server);
+    }
+    let config = tools::parse(config_text)?;
+    let rt = tokio_runtime()?;
+    let (runtime, url) = rt.block_on(async {
+        let runtime = server::open(&config, data_dir, &Default::default()).with_context(|| {
+            format!(
+                "opening {} (is a server running on it? then use --server)",
+                data_dir.display()
+            )
+        })?;
+        let listener = server::bind(([127, 0, 0, 1], 0).into()).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let app = hbidx_query::app(runtime.state.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        anyhow::Ok((runtime, url))
+    })?;
+    let result = f(&url);
+    rt.block_on(runtime.shutdown_indexers())?;
+    result
 }
 
 fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {

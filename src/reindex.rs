@@ -1,9 +1,18 @@
-//! Reindexing from Kafka inside the serving process (`POST /v1/tables/{table}/reindex`).
+//! Reindexing inside the serving process (`POST /v1/tables/{table}/reindex`), from the table's
+//! Kafka topic or from a scan of the table itself.
 //!
-//! 1. **Replay.** A shadow index is built in `index/<table>.reindex/` by a second indexer whose
-//!    source replays the table's topic from the earliest offset (no consumer group). It runs
-//!    until its checkpoint covers the high watermarks taken when the job started. Lookups and
-//!    the live indexer carry on meanwhile.
+//! 1. **Build.** A shadow index is built in `index/<table>.reindex/`. Lookups and the live
+//!    indexer carry on meanwhile.
+//!    - `{"from": "kafka"}`: a second indexer replays the table's topic from the earliest offset
+//!      (no consumer group) until its checkpoint covers the high watermarks taken when the job
+//!      started.
+//!    - `{"from": "store"}`: the shadow starts from the live index's committed checkpoint, then
+//!      every row of the table is scanned (indexed columns only) and merged in. Rows reflect at
+//!      least every event up to that checkpoint (a change-feed event is written with its row;
+//!      Kafka events reach the store before the index commits), so when the new live indexer
+//!      resumes from the checkpoint, nothing is lost, and events it re-applies merge
+//!      idempotently. The shadow's live row count must equal the rows scanned, or the job fails
+//!      and nothing is swapped.
 //! 2. **Swap.** The shadow's final commit is marked `READY`; the live indexer stops (final
 //!    commit); `index/<table>` becomes `index/<table>.old` and the shadow becomes
 //!    `index/<table>`; the index is reopened there, every searcher of the table adopts it in one
@@ -43,29 +52,32 @@ fn with_suffix(dir: &Path, suffix: &str) -> PathBuf {
     dir.with_file_name(name)
 }
 
-pub struct KafkaReindexer {
+pub struct TableReindexer {
     pub wiring: Arc<Wiring>,
     pub indexers: Indexers,
 }
 
-impl Reindexer for KafkaReindexer {
+impl Reindexer for TableReindexer {
     fn check(&self, table: &str, from: &str) -> Result<(), String> {
-        if from != "kafka" {
-            return Err(format!("cannot reindex from \"{from}\""));
-        }
-        if self.wiring.kafka_for(table).is_none() {
-            return Err(format!(
+        match from {
+            "store" => Ok(()),
+            "kafka" if self.wiring.kafka_for(table).is_none() => Err(format!(
                 "table \"{table}\" has no Kafka source ([[sources]]) to replay"
-            ));
+            )),
+            "kafka" => Ok(()),
+            other => Err(format!("cannot reindex from \"{other}\" (store or kafka)")),
         }
-        Ok(())
     }
 
-    fn start(&self, state: SharedState, table: String, _from: String, job: u64) {
+    fn start(&self, state: SharedState, table: String, from: String, job: u64) {
         let wiring = self.wiring.clone();
         let indexers = self.indexers.clone();
         tokio::spawn(async move {
-            let result = run(&state, &wiring, &indexers, &table, job).await;
+            let result = if from == "store" {
+                run_store(&state, &wiring, &indexers, &table, job).await
+            } else {
+                run(&state, &wiring, &indexers, &table, job).await
+            };
             if let Err(err) = &result {
                 tracing::error!(table = %table, job, error = %format!("{err:#}"), "reindex failed");
             } else {
@@ -164,6 +176,30 @@ async fn run(
     }
 
     // 2. Swap.
+    let shadow_done = move || shadow_handle.shutdown();
+    swap(state, wiring, indexers, table_name, job, shadow_done).await
+}
+
+/// Marks the shadow ready, stops the live indexer, renames directories, has every searcher
+/// adopt the new index and starts the new live indexer on the shadow's checkpoint.
+/// `finish_shadow` runs first, on a blocking thread: it must leave the shadow committed and its
+/// writer closed.
+async fn swap(
+    state: &SharedState,
+    wiring: &Arc<Wiring>,
+    indexers: &Indexers,
+    table_name: &str,
+    job: u64,
+    finish_shadow: impl FnOnce() + Send + 'static,
+) -> Result<()> {
+    let runtime = state
+        .tables
+        .get(table_name)
+        .ok_or_else(|| anyhow!("unknown table {table_name}"))?
+        .clone();
+    let table = runtime.config.clone();
+    let live_dir = wiring.index_dir(table_name);
+    let shadow = shadow_dir(&live_dir);
     state.jobs.update(job, |j| j.phase = "swapping".into());
     let live = indexers
         .lock()
@@ -173,7 +209,7 @@ async fn run(
     let wiring = wiring.clone();
     let table_for_swap = table.clone();
     let swapped = tokio::task::spawn_blocking(move || -> Result<IndexerHandle> {
-        shadow_handle.shutdown();
+        finish_shadow();
         std::fs::write(shadow.join(READY), b"")
             .with_context(|| format!("marking {} ready", shadow.display()))?;
         let (publish, stats) = live.channel();
@@ -214,4 +250,99 @@ async fn run(
         // directories (server::recover_index_dir) and resumes indexing.
         Err(err) => Err(err.context("swap failed; restart hbidx to recover the index directory")),
     }
+}
+
+/// Rows per scan batch of a store reindex.
+const SCAN_BATCH: usize = 1000;
+
+async fn run_store(
+    state: &SharedState,
+    wiring: &Arc<Wiring>,
+    indexers: &Indexers,
+    table_name: &str,
+    job: u64,
+) -> Result<()> {
+    let runtime = state
+        .tables
+        .get(table_name)
+        .ok_or_else(|| anyhow!("unknown table {table_name}"))?
+        .clone();
+    let table = runtime.config.clone();
+    let shadow = shadow_dir(&wiring.index_dir(table_name));
+    // Taken before the first row is read: see the module docs.
+    let start_checkpoint = runtime.indexed.borrow().clone();
+    let estimate = runtime.searcher.stats().rows;
+    state.jobs.update(job, |j| {
+        j.phase = "scanning".into();
+        j.total = estimate;
+    });
+    let columns = hbidx_indexer::repair::indexed_columns(&table);
+    let rows = wiring.rows.clone();
+    let jobs_state = state.clone();
+    let handle = tokio::runtime::Handle::current();
+    let table_for_scan = table.clone();
+    let name = table_name.to_string();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        if shadow.exists() {
+            std::fs::remove_dir_all(&shadow)
+                .with_context(|| format!("removing an old {}", shadow.display()))?;
+        }
+        let (mut writer, searcher) = hbidx_indexer::open_table_index(
+            &shadow,
+            table_for_scan.clone(),
+            &WriterOptions::default(),
+        )?;
+        writer.seed_checkpoint(start_checkpoint);
+        let mut request = hbidx_store::ScanRequest {
+            columns: Some(columns),
+            batch: SCAN_BATCH,
+            ..Default::default()
+        };
+        let mut scanned = 0u64;
+        loop {
+            // This is a blocking thread, not a runtime worker, so waiting on the async store
+            // here is allowed and keeps the scan strictly sequential.
+            let batch = handle
+                .block_on(rows.scan(&name, &request))
+                .with_context(|| format!("scanning table {name}"))?;
+            for row in batch.rows {
+                let ops = row
+                    .cells
+                    .into_iter()
+                    .map(|(column, cell)| hbidx_schema::model::CellOp::Put {
+                        column,
+                        ts: cell.ts,
+                        value: cell.value,
+                    })
+                    .collect();
+                writer.apply_repair(&hbidx_schema::model::Mutation {
+                    table: name.clone(),
+                    rowkey: row.rowkey,
+                    ops,
+                })?;
+                scanned += 1;
+            }
+            jobs_state.jobs.update(job, |j| {
+                j.done = scanned;
+                j.total = j.total.max(scanned);
+            });
+            match batch.next_start {
+                Some(next) => request.start = next,
+                None => break,
+            }
+        }
+        jobs_state.jobs.update(job, |j| j.phase = "checking".into());
+        writer.commit()?;
+        let indexed = searcher.stats().rows;
+        drop(writer);
+        if indexed != scanned {
+            return Err(anyhow!(
+                "count check failed: scanned {scanned} rows with indexed values but the new index has {indexed}; the live index is unchanged"
+            ));
+        }
+        jobs_state.jobs.update(job, |j| j.total = scanned);
+        Ok(())
+    })
+    .await??;
+    swap(state, wiring, indexers, table_name, job, || {}).await
 }

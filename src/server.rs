@@ -11,25 +11,29 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hbidx_indexer::kafka::{DeadLetterFile, KafkaPublisher, KafkaSource, KafkaSourceConfig};
 use hbidx_indexer::{
-    ApplyToStore, ChangeFeedSource, CommitPolicy, IndexerHandle, Source, WriterOptions,
+    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Source, WriterOptions,
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
-use hbidx_store::{EmbeddedStore, RowStore};
+use hbidx_store::{EmbeddedStore, HbaseStore, RowStore, StoreConfig};
 
 /// The running indexers by table. Shared with the reindexer, which replaces a table's indexer
 /// when it swaps in a rebuilt index.
 pub type Indexers = Arc<Mutex<HashMap<String, IndexerHandle>>>;
 
 pub struct Runtime {
-    pub store: Arc<EmbeddedStore>,
+    /// The embedded store, when it holds the rows (`[store] kind = "embedded"`, the default).
+    pub embedded: Option<Arc<EmbeddedStore>>,
     pub indexers: Indexers,
     pub state: SharedState,
 }
 
 /// What it takes to start a table's live indexer, at open and again after a reindex swap.
 pub struct Wiring {
-    pub store: Arc<EmbeddedStore>,
+    /// The embedded store, when it holds the rows; `None` with the HBase store.
+    pub embedded: Option<Arc<EmbeddedStore>>,
+    /// Where rows are read: what a reindex `--from-store` scans.
+    pub rows: Arc<dyn RowStore>,
     pub data_dir: PathBuf,
     pub instance_id: String,
     pub kafka: Vec<KafkaSourceConfig>,
@@ -45,9 +49,30 @@ impl Wiring {
         self.kafka.iter().find(|s| s.table == table)
     }
 
-    /// The live source of `table`: its Kafka topic (applied to the embedded store too), or the
-    /// store's change feed.
+    /// The live source of `table`: its Kafka topic (applied to the embedded store too, when
+    /// that holds the rows), or the embedded store's change feed. With the HBase store and no
+    /// topic there is no event stream: the index changes only by reindex and repairs.
     pub fn live_source(&self, table: &Arc<TableConfig>) -> Result<Box<dyn Source>> {
+        let Some(store) = &self.embedded else {
+            return Ok(match self.kafka_for(&table.name) {
+                Some(kafka) => {
+                    let group = kafka.group_id(&self.instance_id);
+                    let dead_letters =
+                        DeadLetterFile::new(&self.data_dir.join("deadletters"), &table.name);
+                    let consumer =
+                        KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
+                            .with_context(|| {
+                                format!("connecting table \"{}\" to Kafka", table.name)
+                            })?;
+                    tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka (rows are in HBase)");
+                    Box::new(consumer)
+                }
+                None => {
+                    tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store` and read repair");
+                    Box::new(IdleSource)
+                }
+            });
+        };
         Ok(match self.kafka_for(&table.name) {
             Some(kafka) => {
                 let group = kafka.group_id(&self.instance_id);
@@ -57,12 +82,9 @@ impl Wiring {
                     .with_context(|| format!("connecting table \"{}\" to Kafka", table.name))?;
                 tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka");
                 // The embedded store holds the rows, so consumed events are applied to it too.
-                Box::new(ApplyToStore::new(consumer, self.store.clone()))
+                Box::new(ApplyToStore::new(consumer, store.clone()))
             }
-            None => Box::new(ChangeFeedSource::new(
-                self.store.clone(),
-                table.name.clone(),
-            )),
+            None => Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
         })
     }
 }
@@ -86,14 +108,29 @@ fn recover_index_dir(index_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens everything under `data_dir`: `store/` (fjall) and `index/<table>/` (tantivy).
+/// Opens everything under `data_dir`: `store/` (fjall, unless the rows are in HBase) and
+/// `index/<table>/` (tantivy).
 pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<Runtime> {
     let table_names: Vec<String> = config.tables.iter().map(|t| t.name.clone()).collect();
-    let store_dir = data_dir.join("store");
-    let store = Arc::new(
-        EmbeddedStore::open(&store_dir, &table_names)
-            .with_context(|| format!("opening the row store in {}", store_dir.display()))?,
-    );
+    let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) =
+        match StoreConfig::from_raw(config.raw_store.as_ref())? {
+            StoreConfig::Embedded => {
+                let store_dir = data_dir.join("store");
+                let store = Arc::new(EmbeddedStore::open(&store_dir, &table_names).with_context(
+                    || format!("opening the row store in {}", store_dir.display()),
+                )?);
+                (Some(store.clone()), store)
+            }
+            StoreConfig::Hbase(hbase) => {
+                let tables: Vec<(String, String)> = config
+                    .tables
+                    .iter()
+                    .map(|t| (t.name.clone(), t.full_name()))
+                    .collect();
+                tracing::info!(thrift = %hbase.thrift, "rows are in HBase (Thrift1)");
+                (None, Arc::new(HbaseStore::new(hbase, &tables)))
+            }
+        };
     let kafka = hbidx_indexer::config::kafka_sources(config)?;
     let instance_id = if kafka.is_empty() {
         String::new()
@@ -101,7 +138,8 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
         instance_id(data_dir)?
     };
     let wiring = Arc::new(Wiring {
-        store: store.clone(),
+        embedded: embedded.clone(),
+        rows: rows.clone(),
         data_dir: data_dir.to_path_buf(),
         instance_id,
         kafka,
@@ -117,9 +155,12 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
             hbidx_indexer::open_table_index(&index_dir, table.clone(), &WriterOptions::default())
                 .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
         let source = wiring.live_source(&table)?;
-        let publisher = match wiring.kafka_for(&table.name) {
-            Some(kafka) => Some(KafkaPublisher::new(kafka, table.clone())?),
-            None => None,
+        // Write-through publishes to the topic only when Kafka is the log of an embedded
+        // table. With HBase, HBase is the log: writes go to it, and replication brings them to
+        // the topic.
+        let publisher = match (wiring.kafka_for(&table.name), &embedded) {
+            (Some(kafka), Some(_)) => Some(KafkaPublisher::new(kafka, table.clone())?),
+            _ => None,
         };
         let handle = hbidx_indexer::spawn(writer, source, policy.clone())
             .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
@@ -133,14 +174,16 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
         indexers.insert(table.name.clone(), handle);
     }
     let indexers: Indexers = Arc::new(Mutex::new(indexers));
-    let row_store: Arc<dyn RowStore> = store.clone();
-    let reindexer = Arc::new(crate::reindex::KafkaReindexer {
+    let row_store: Arc<dyn RowStore> = rows.clone();
+    let reindexer = Arc::new(crate::reindex::TableReindexer {
         wiring,
         indexers: indexers.clone(),
     });
-    let state = Arc::new(AppState::new(row_store, tables).with_reindexer(reindexer));
+    let mut state = AppState::new(row_store, tables).with_reindexer(reindexer);
+    state.store_has_feed = embedded.is_some();
+    let state = Arc::new(state);
     Ok(Runtime {
-        store,
+        embedded,
         indexers,
         state,
     })
@@ -164,14 +207,25 @@ fn instance_id(data_dir: &Path) -> Result<String> {
 }
 
 impl Runtime {
+    /// The embedded store, for commands that only work on it (demo, bench).
+    pub fn embedded(&self) -> Result<&Arc<EmbeddedStore>> {
+        self.embedded
+            .as_ref()
+            .context("this command needs the embedded store ([store] kind = \"embedded\")")
+    }
+
     /// Waits until every table's index covers its change feed up to now.
     pub async fn wait_caught_up(&self, timeout: Duration) -> Result<()> {
+        let Some(store) = &self.embedded else {
+            // With HBase there is no local feed to catch up with.
+            return Ok(());
+        };
         for table in self.state.tables.values() {
             if table.publisher.is_some() {
                 // Fed from Kafka: there is no local feed to catch up with.
                 continue;
             }
-            let target = self.store.last_offset(&table.config.name);
+            let target = store.last_offset(&table.config.name);
             let mut indexed = table.indexed.clone();
             tokio::time::timeout(
                 timeout,

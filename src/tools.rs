@@ -281,38 +281,53 @@ pub fn hotspot(
 
 /// `hbidx reindex TABLE --from-kafka --server URL`: starts the job on the server and follows it
 /// with a progress bar until it succeeds or fails.
-pub fn reindex(server: &str, table: &str, from_kafka: bool) -> Result<()> {
-    use anyhow::{anyhow, bail};
-    if !from_kafka {
-        bail!("say where to rebuild from: --from-kafka");
-    }
-    let server = server.trim_end_matches('/');
-    let client = reqwest::blocking::Client::builder()
+fn http_client() -> Result<reqwest::blocking::Client> {
+    Ok(reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
-        .build()?;
+        .build()?)
+}
+
+/// Starts a job with `POST {server}{path}` and returns its id.
+fn start_job(
+    client: &reqwest::blocking::Client,
+    server: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> Result<u64> {
+    use anyhow::{anyhow, bail};
     let response = client
-        .post(format!("{server}/v1/tables/{table}/reindex"))
-        .json(&serde_json::json!({"from": "kafka"}))
+        .post(format!("{server}{path}"))
+        .json(&body)
         .send()
         .with_context(|| format!("cannot reach the hbidx server at {server}"))?;
     let status = response.status();
     let body: serde_json::Value = response.json().unwrap_or_default();
     if !status.is_success() {
         bail!(
-            "the server refused the reindex ({status}): {}",
+            "the server refused the job ({status}): {}",
             body["error"]["message"]
                 .as_str()
                 .unwrap_or("no reason given")
         );
     }
-    let id = body["id"]
+    body["id"]
         .as_u64()
-        .ok_or_else(|| anyhow!("the server answered without a job id: {body}"))?;
+        .ok_or_else(|| anyhow!("the server answered without a job id: {body}"))
+}
+
+/// Follows job `id` until it ends, drawing its progress; returns its final status.
+fn follow_job(
+    client: &reqwest::blocking::Client,
+    server: &str,
+    id: u64,
+    unit: &str,
+) -> Result<serde_json::Value> {
+    use anyhow::bail;
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{msg:10} [{bar:40}] {pos}/{len} events ({per_sec}, eta {eta})",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{msg:10}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"
+        ))
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
@@ -328,11 +343,7 @@ pub fn reindex(server: &str, table: &str, from_kafka: bool) -> Result<()> {
         match job["state"].as_str() {
             Some("succeeded") => {
                 bar.finish_with_message("done");
-                println!(
-                    "reindexed table {table}: {} events replayed, shadow swapped in (job {id})",
-                    job["done"]
-                );
-                return Ok(());
+                return Ok(job);
             }
             Some("failed") => {
                 bar.abandon_with_message("failed");
@@ -344,4 +355,70 @@ pub fn reindex(server: &str, table: &str, from_kafka: bool) -> Result<()> {
             _ => std::thread::sleep(std::time::Duration::from_millis(200)),
         }
     }
+}
+
+/// `hbidx reindex`: starts the job on `server` and follows it.
+pub fn reindex(server: &str, table: &str, from: &str) -> Result<()> {
+    let server = server.trim_end_matches('/');
+    let client = http_client()?;
+    let id = start_job(
+        &client,
+        server,
+        &format!("/v1/tables/{table}/reindex"),
+        serde_json::json!({ "from": from }),
+    )?;
+    let unit = if from == "store" { "rows" } else { "events" };
+    let job = follow_job(&client, server, id, unit)?;
+    println!(
+        "reindexed table {table} from {from}: {} {unit}, shadow checked and swapped in (job {id})",
+        job["done"]
+    );
+    Ok(())
+}
+
+/// `hbidx verify`: runs the check on `server`, prints the drift report, returns the drift left
+/// (after repairs, when asked for).
+pub fn verify(server: &str, table: &str, sample: Option<usize>, repair: bool) -> Result<u64> {
+    let server = server.trim_end_matches('/');
+    let client = http_client()?;
+    let body = match sample {
+        Some(n) => serde_json::json!({ "sample": n, "repair": repair }),
+        None => serde_json::json!({ "full": true, "repair": repair }),
+    };
+    let id = start_job(&client, server, &format!("/v1/tables/{table}/verify"), body)?;
+    let job = follow_job(&client, server, id, "rows")?;
+    let report = &job["report"];
+    println!(
+        "drift report for table {table} ({} check, job {id})",
+        report["mode"].as_str().unwrap_or("?")
+    );
+    println!(
+        "  index rows checked: {}   store rows checked: {}",
+        report["index_rows_checked"], report["store_rows_checked"]
+    );
+    let mut drift = 0;
+    for (key, label) in [
+        ("missing", "missing from the index"),
+        ("ghosts", "ghosts in the index"),
+        ("mismatches", "value mismatches"),
+    ] {
+        let count = report[key]["count"].as_u64().unwrap_or(0);
+        drift += count;
+        println!("  {label:24} {count}");
+        if let Some(examples) = report[key]["examples"].as_array() {
+            for example in examples {
+                println!("      {}", example.as_str().unwrap_or_default());
+            }
+        }
+    }
+    let unfixable = report["unfixable"].as_u64().unwrap_or(0);
+    if unfixable > 0 {
+        println!("  not repairable by merge (index newer than store): {unfixable}");
+    }
+    if repair {
+        let repaired = report["repaired"].as_u64().unwrap_or(0);
+        println!("  repaired: {repaired}");
+        drift = drift.saturating_sub(repaired);
+    }
+    Ok(drift)
 }

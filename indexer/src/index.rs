@@ -200,6 +200,12 @@ impl TableIndexWriter {
         &self.checkpoint
     }
 
+    /// Starts a fresh index at another index's checkpoint (a store reindex: the new index
+    /// resumes the live source where the old one was when the scan began).
+    pub fn seed_checkpoint(&mut self, checkpoint: Checkpoint) {
+        self.checkpoint = checkpoint;
+    }
+
     pub fn table(&self) -> &Arc<TableConfig> {
         &self.table
     }
@@ -229,6 +235,15 @@ impl TableIndexWriter {
         };
         self.checkpoint.advance(source, partition, offset);
         Ok(outcome)
+    }
+
+    /// Applies a repair (see [`crate::repair`]): merged like an event, but it moves no source
+    /// position, so the checkpoint keeps meaning "every event up to here".
+    pub fn apply_repair(&mut self, mutation: &Mutation) -> Result<ApplyOutcome> {
+        if mutation.ops.is_empty() {
+            return Ok(ApplyOutcome::default());
+        }
+        self.apply_ops(&mutation.rowkey, &mutation.ops)
     }
 
     fn apply_ops(&mut self, rowkey: &[u8], ops: &[CellOp]) -> Result<ApplyOutcome> {
@@ -620,6 +635,61 @@ impl TableSearcher {
                 if state.has_values() {
                     out.push((rowkey, state));
                 }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Up to `n` live rows picked at random (document addresses drawn uniformly; a few extra
+    /// draws cover deleted and tombstone-only documents). For `hbidx verify --sample`.
+    pub fn sample_rows(&self, n: usize, seed: u64) -> Result<Vec<(Vec<u8>, RowState)>> {
+        use rand::{Rng, SeedableRng};
+        let searcher = self.reader().searcher();
+        let segments = searcher.segment_readers();
+        let total: u64 = segments.iter().map(|s| u64::from(s.max_doc())).sum();
+        if total == 0 || n == 0 {
+            return Ok(Vec::new());
+        }
+        if (n as u64) * 2 >= total {
+            let mut all = self.all_rows()?;
+            all.truncate(n);
+            return Ok(all);
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n.saturating_mul(4) {
+            if out.len() == n {
+                break;
+            }
+            let mut pick = rng.random_range(0..total);
+            let mut segment_ord = 0;
+            while pick >= u64::from(segments[segment_ord].max_doc()) {
+                pick -= u64::from(segments[segment_ord].max_doc());
+                segment_ord += 1;
+            }
+            let doc_id = pick as u32;
+            if !seen.insert((segment_ord, doc_id)) {
+                continue;
+            }
+            let segment = &segments[segment_ord];
+            if segment
+                .alive_bitset()
+                .is_some_and(|bits| !bits.is_alive(doc_id))
+            {
+                continue;
+            }
+            let address = DocAddress::new(segment_ord as u32, doc_id);
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let Some(hex_key) = doc.get_first(self.fields.rowkey).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let Ok(rowkey) = hex::decode(hex_key) else {
+                continue;
+            };
+            let state = self.state_at(&searcher, address, &rowkey)?;
+            if state.has_values() {
+                out.push((rowkey, state));
             }
         }
         Ok(out)

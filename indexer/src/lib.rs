@@ -15,6 +15,7 @@ pub mod formats;
 pub mod index;
 pub mod kafka;
 pub mod pipeline;
+pub mod repair;
 pub mod source;
 pub mod state;
 
@@ -23,4 +24,6 @@ pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
 pub use index::{LookupPage, TableIndexWriter, TableSearcher, WriterOptions, open_table_index};
 pub use pipeline::{CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn, spawn_with};
-pub use source::{ApplyToStore, CHANGE_FEED, ChangeFeedSource, PartitionReport, Source};
+pub use source::{
+    ApplyToStore, CHANGE_FEED, ChangeFeedSource, IdleSource, PartitionReport, Source,
+};

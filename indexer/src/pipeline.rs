@@ -71,6 +71,9 @@ pub struct IndexerStats {
     /// Milliseconds since the epoch of the last commit (0 = none yet).
     pub last_commit_ms: AtomicU64,
     pub last_commit_micros: AtomicU64,
+    /// Repairs for the live indexer (read repair, `verify --repair`). It lives here because
+    /// these stats are what a table's successive indexers share across a reindex swap.
+    pub repairs: crate::repair::RepairQueue,
 }
 
 /// Handle on a running indexer thread.
@@ -261,6 +264,26 @@ fn run(
                 }
             }
         }
+        if !stopping {
+            let repairs = stats.repairs.drain();
+            if !repairs.is_empty() {
+                let mut applied = 0u64;
+                for repair in &repairs {
+                    match writer.apply_repair(repair) {
+                        Ok(_) => applied += 1,
+                        Err(err) => {
+                            stats.errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::error!(table = %table, error = %err, "repair failed");
+                        }
+                    }
+                }
+                stats.repairs.applied.fetch_add(applied, Ordering::Relaxed);
+                if applied > 0 {
+                    pending_checkpoint = true;
+                    first_uncommitted.get_or_insert_with(Instant::now);
+                }
+            }
+        }
         let delay = if behind {
             policy.catch_up_delay
         } else {
@@ -279,6 +302,10 @@ fn run(
                         .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
                     source.committed(&checkpoint);
                     publish.send_replace(checkpoint);
+                    stats.repairs.committed.store(
+                        stats.repairs.applied.load(Ordering::Relaxed),
+                        Ordering::Relaxed,
+                    );
                     pending_checkpoint = false;
                     first_uncommitted = None;
                     reported_at = None;

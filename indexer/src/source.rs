@@ -187,3 +187,30 @@ impl Source for ChangeFeedSource {
         }
     }
 }
+
+/// A source with no events: the live source of a table whose rows are in HBase and which has no
+/// Kafka topic. Its index changes only by reindex (`--from-store`) and repairs, which still need
+/// a running indexer to apply them.
+#[derive(Debug, Default)]
+pub struct IdleSource;
+
+/// The name [`IdleSource`] gives its (never used) checkpoint entries.
+pub const IDLE: &str = "none";
+
+impl Source for IdleSource {
+    fn name(&self) -> &str {
+        IDLE
+    }
+
+    fn seek(&mut self, _checkpoint: &Checkpoint) -> Result<()> {
+        Ok(())
+    }
+
+    fn poll(&mut self, _max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
+        // Bounded so the pipeline still drains repairs and sees a stop request promptly.
+        std::thread::sleep(timeout.min(Duration::from_millis(100)));
+        Ok(Vec::new())
+    }
+
+    fn committed(&mut self, _checkpoint: &Checkpoint) {}
+}

@@ -35,6 +35,9 @@ pub enum ApiError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Index(IndexerError),
+    /// Something in the server itself failed (a background task died); logged, not shown.
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -78,10 +81,18 @@ impl IntoResponse for ApiError {
             ApiError::Store(StoreError::UnknownTable(_)) => {
                 (StatusCode::NOT_FOUND, "not_found", None)
             }
+            // A deployment problem the caller must see in full: the message says which table
+            // and how to create it.
+            ApiError::Store(StoreError::TableMissing { .. }) => {
+                (StatusCode::NOT_FOUND, "store_table_missing", None)
+            }
+            ApiError::Store(StoreError::Rejected(_)) => {
+                (StatusCode::BAD_GATEWAY, "store_rejected", None)
+            }
             ApiError::Store(StoreError::InvalidMutation { .. }) => {
                 (StatusCode::BAD_REQUEST, "bad_request", None)
             }
-            ApiError::Store(_) | ApiError::Index(_) => {
+            ApiError::Store(_) | ApiError::Index(_) | ApiError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", None)
             }
         };

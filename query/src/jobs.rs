@@ -1,6 +1,7 @@
-//! Background jobs (reindexing) and their HTTP API:
-//! `POST /v1/tables/{table}/reindex` `{"from": "kafka"}` → 202 with the job, and
-//! `GET /v1/jobs/{id}` for its progress. The work itself is done by a [`Reindexer`] that the
+//! Background jobs (reindexing, verifying) and their HTTP API:
+//! `POST /v1/tables/{table}/reindex` `{"from": "kafka" | "store"}` → 202 with the job,
+//! `POST /v1/tables/{table}/verify` (see `verify.rs`) → 202, and `GET /v1/jobs/{id}` for
+//! progress and, for verify, the drift report. The work itself is done by a [`Reindexer`] that the
 //! binary provides, because only it knows how the table's sources and directories are wired.
 
 use std::collections::BTreeMap;
@@ -32,12 +33,17 @@ pub struct JobStatus {
     pub table: String,
     pub from: String,
     pub state: JobState,
-    /// `replaying`, `swapping`, `done`.
+    /// `replaying` / `scanning`, `checking`, `swapping`, `done` (reindex); `index`, `store`,
+    /// `repairing`, `done` (verify).
     pub phase: String,
-    /// Events replayed so far, out of `total` (the topic's size when the job started).
+    /// Events replayed or rows scanned so far, out of `total` (the topic's size, or the index's
+    /// row count as an estimate of the table's, when the job started).
     pub done: u64,
     pub total: u64,
     pub error: Option<String>,
+    /// The job's result, for jobs that have one (verify: the drift report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
     pub started_ms: i64,
     pub finished_ms: Option<i64>,
 }
@@ -62,7 +68,7 @@ impl Jobs {
     }
 
     /// Registers a running job for `table`, unless one is already running for it.
-    pub fn create(&self, table: &str, from: &str) -> Result<JobStatus, u64> {
+    pub fn create(&self, kind: &'static str, table: &str, from: &str) -> Result<JobStatus, u64> {
         let mut jobs = self.lock();
         if let Some(running) = jobs
             .values()
@@ -73,7 +79,7 @@ impl Jobs {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let job = JobStatus {
             id,
-            kind: "reindex",
+            kind,
             table: table.to_string(),
             from: from.to_string(),
             state: JobState::Running,
@@ -81,6 +87,7 @@ impl Jobs {
             done: 0,
             total: 0,
             error: None,
+            report: None,
             started_ms: now_ms(),
             finished_ms: None,
         };
@@ -118,7 +125,7 @@ impl Jobs {
 /// Runs reindex jobs. `start` must return quickly and do the work in the background, reporting
 /// through `state.jobs`.
 pub trait Reindexer: Send + Sync {
-    /// Whether `table` can be rebuilt from `from` (`"kafka"`); the reason if not.
+    /// Whether `table` can be rebuilt from `from` (`"kafka"` or `"store"`); the reason if not.
     fn check(&self, table: &str, from: &str) -> Result<(), String>;
     fn start(&self, state: SharedState, table: String, from: String, job: u64);
 }
@@ -136,10 +143,10 @@ pub async fn start_reindex(
 ) -> Result<(StatusCode, Json<JobStatus>), ApiError> {
     let runtime = state.table(&table)?;
     let table = runtime.config.name.clone();
-    if request.from != "kafka" {
+    if request.from != "kafka" && request.from != "store" {
         return Err(ApiError::bad_request(
             "from",
-            "must be \"kafka\" (rebuilding from the row store comes with the HBase store)",
+            "must be \"store\" (scan the table) or \"kafka\" (replay the topic)",
         ));
     }
     let reindexer = state
@@ -151,10 +158,10 @@ pub async fn start_reindex(
         .map_err(|reason| ApiError::bad_request("from", reason))?;
     let job = state
         .jobs
-        .create(&table, &request.from)
+        .create("reindex", &table, &request.from)
         .map_err(|running| {
             ApiError::Conflict(format!(
-                "job {running} is already reindexing table \"{table}\""
+                "job {running} is already running on table \"{table}\""
             ))
         })?;
     reindexer.start(state.clone(), table, request.from, job.id);

@@ -9,6 +9,8 @@ mod error;
 mod extract;
 pub mod jobs;
 mod lookup;
+mod repair;
+pub mod verify;
 mod write;
 
 use std::collections::HashMap;
@@ -68,6 +70,10 @@ pub struct QueryCounters {
     /// Index hits whose row no longer matched the lookup (or no longer existed).
     pub stale_dropped: AtomicU64,
     pub writes: AtomicU64,
+    /// Repairs handed to an indexer after a stale hit (`repair.rs`).
+    pub read_repairs: AtomicU64,
+    /// Stale hits not repaired because too many repairs were running.
+    pub repairs_skipped: AtomicU64,
 }
 
 pub struct AppState {
@@ -78,6 +84,11 @@ pub struct AppState {
     pub jobs: jobs::Jobs,
     /// Runs `POST /v1/tables/{table}/reindex`; `None` where the process can't.
     pub reindexer: Option<Arc<dyn jobs::Reindexer>>,
+    /// Whether store writes return a change-feed offset (the embedded store) that
+    /// `?wait=indexed` can wait for. False with HBase.
+    pub store_has_feed: bool,
+    /// Bounds the read-repair tasks running at once.
+    pub(crate) repair_permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -92,6 +103,8 @@ impl AppState {
             counters: QueryCounters::default(),
             jobs: jobs::Jobs::default(),
             reindexer: None,
+            store_has_feed: true,
+            repair_permits: repair::permits(),
         }
     }
 
@@ -128,6 +141,7 @@ pub fn app(state: SharedState) -> Router {
         )
         .route("/v1/tables/{table}/rowkey", get(write::rowkey))
         .route("/v1/tables/{table}/reindex", post(jobs::start_reindex))
+        .route("/v1/tables/{table}/verify", post(verify::start_verify))
         .route("/v1/jobs/{id}", get(jobs::get_job))
         .route("/v1/indexer/status", get(indexer_status))
         .layer(DefaultBodyLimit::max(body_limit))
@@ -202,5 +216,7 @@ async fn indexer_status(
         "tables": tables,
         "lookups": state.counters.lookups.load(Ordering::Relaxed),
         "stale_dropped": state.counters.stale_dropped.load(Ordering::Relaxed),
+        "read_repairs": state.counters.read_repairs.load(Ordering::Relaxed),
+        "repairs_skipped": state.counters.repairs_skipped.load(Ordering::Relaxed),
     }))
 }

@@ -289,20 +289,22 @@ pub async fn get_rows(
         .get_rows(&table.name, &page.rowkeys, fetch.as_deref())
         .await?;
     let mut rows = Vec::with_capacity(fetched.len());
-    let mut dropped = 0;
-    for row in fetched {
+    let mut stale = Vec::new();
+    for (row, rowkey) in fetched.into_iter().zip(&page.rowkeys) {
         match row {
             Some(row) if row_matches(table, &row, &query.conditions) => {
                 rows.push(row_out(table, row, query.columns.as_deref()));
             }
-            _ => dropped += 1,
+            _ => stale.push(rowkey.clone()),
         }
     }
+    let dropped = stale.len();
     if dropped > 0 {
         state
             .counters
             .stale_dropped
             .fetch_add(dropped as u64, Ordering::Relaxed);
+        crate::repair::schedule(&state, runtime, stale);
     }
     state
         .counters
@@ -446,6 +448,7 @@ pub async fn batch_lookup(
     let mut results = Vec::with_capacity(per_value_hits.len());
     let mut count = 0;
     let mut dropped = 0;
+    let mut stale: Vec<Vec<u8>> = Vec::new();
     for (index, hits) in per_value_hits.into_iter().enumerate() {
         match hits {
             Err(error) => results.push(BatchResult {
@@ -468,7 +471,10 @@ pub async fn batch_lookup(
                         Some(row) if row_matches(table, row, std::slice::from_ref(&condition)) => {
                             rows.push(row_out(table, row.clone(), projection.as_deref()));
                         }
-                        _ => dropped += 1,
+                        _ => {
+                            dropped += 1;
+                            stale.push(rowkey.clone());
+                        }
                     }
                 }
                 count += rows.len();
@@ -485,6 +491,9 @@ pub async fn batch_lookup(
             .counters
             .stale_dropped
             .fetch_add(dropped as u64, Ordering::Relaxed);
+        stale.sort();
+        stale.dedup();
+        crate::repair::schedule(&state, runtime, stale);
     }
     Ok(Json(BatchResponse {
         results,

@@ -120,6 +120,22 @@ fn rand_rng() -> impl rand::Rng {
     rand::rng()
 }
 
+/// `?wait=indexed` needs a position to wait for: a Kafka offset (write-through publishes) or a
+/// change-feed offset (embedded store). A write to HBase has neither: the index learns of it
+/// through HBase replication to Kafka, at an offset hbidx can't know. Refused before writing.
+fn ensure_waitable(state: &SharedState, runtime: &TableRuntime) -> Result<(), ApiError> {
+    if runtime.publisher.is_some() || state.store_has_feed {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        "wait",
+        format!(
+            "wait=indexed is not available for table \"{}\": its rows are in HBase and the index follows them through replication, so there is no position to wait for; use wait=stored",
+            runtime.config.name
+        ),
+    ))
+}
+
 /// Where a write landed: `(source name, partition, offset)`.
 type Landed = (String, i32, i64);
 
@@ -190,6 +206,9 @@ pub async fn put_row(
     let started = Instant::now();
     let wait = wants_indexed(&pairs)?;
     let runtime = state.table(&table_name)?;
+    if wait {
+        ensure_waitable(&state, runtime)?;
+    }
     let table = runtime.config.clone();
     if body.cells.is_empty() {
         return Err(ApiError::bad_request("cells", "give at least one cell"));
@@ -264,6 +283,9 @@ pub async fn delete_row(
     let started = Instant::now();
     let wait = wants_indexed(&pairs)?;
     let runtime = state.table(&table_name)?;
+    if wait {
+        ensure_waitable(&state, runtime)?;
+    }
     let table = runtime.config.clone();
     let codec = &table.rowkey;
     let rowkeys = existing_rowkeys(codec, &key)?;

@@ -150,13 +150,8 @@ impl StoreConfig {
                     600_000,
                     1000,
                 )?);
-                config.timeout = Duration::from_millis(bounded(
-                    raw.timeout_ms,
-                    "timeout_ms",
-                    1,
-                    600_000,
-                    2000,
-                )?);
+                config.timeout =
+                    Duration::from_millis(bounded(raw.timeout_ms, "timeout_ms", 1, 600_000, 2000)?);
                 config.retries = bounded(raw.retries, "retries", 0, 10, 2)? as u32;
                 config.breaker_failures =
                     bounded(raw.breaker_failures, "breaker_failures", 1, 10_000, 5)? as u32;

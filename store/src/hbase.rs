@@ -112,21 +112,21 @@ impl Manager {
         stream.set_read_timeout(Some(self.config.timeout))?;
         stream.set_write_timeout(Some(self.config.timeout))?;
         let (read, write) = TTcpChannel::with_stream(stream).split()?;
-        let input: Box<dyn TInputProtocol + Send> = match (self.config.transport, self.config.protocol)
-        {
-            (ThriftTransport::Buffered, ThriftProtocol::Binary) => Box::new(
-                TBinaryInputProtocol::new(TBufferedReadTransport::new(read), true),
-            ),
-            (ThriftTransport::Framed, ThriftProtocol::Binary) => Box::new(
-                TBinaryInputProtocol::new(TFramedReadTransport::new(read), true),
-            ),
-            (ThriftTransport::Buffered, ThriftProtocol::Compact) => Box::new(
-                TCompactInputProtocol::new(TBufferedReadTransport::new(read)),
-            ),
-            (ThriftTransport::Framed, ThriftProtocol::Compact) => {
-                Box::new(TCompactInputProtocol::new(TFramedReadTransport::new(read)))
-            }
-        };
+        let input: Box<dyn TInputProtocol + Send> =
+            match (self.config.transport, self.config.protocol) {
+                (ThriftTransport::Buffered, ThriftProtocol::Binary) => Box::new(
+                    TBinaryInputProtocol::new(TBufferedReadTransport::new(read), true),
+                ),
+                (ThriftTransport::Framed, ThriftProtocol::Binary) => Box::new(
+                    TBinaryInputProtocol::new(TFramedReadTransport::new(read), true),
+                ),
+                (ThriftTransport::Buffered, ThriftProtocol::Compact) => Box::new(
+                    TCompactInputProtocol::new(TBufferedReadTransport::new(read)),
+                ),
+                (ThriftTransport::Framed, ThriftProtocol::Compact) => {
+                    Box::new(TCompactInputProtocol::new(TFramedReadTransport::new(read)))
+                }
+            };
         let output: Box<dyn TOutputProtocol + Send> =
             match (self.config.transport, self.config.protocol) {
                 (ThriftTransport::Buffered, ThriftProtocol::Binary) => Box::new(
@@ -355,9 +355,7 @@ impl HbaseStore {
 fn classify(address: &str, err: thrift::Error) -> Failure {
     match err {
         thrift::Error::Transport(transport) => Failure {
-            error: StoreError::Unavailable(format!(
-                "HBase Thrift server {address}: {transport}"
-            )),
+            error: StoreError::Unavailable(format!("HBase Thrift server {address}: {transport}")),
             transient: true,
         },
         // A protocol error means the stream is out of step (or speaks another protocol): the
@@ -480,10 +478,7 @@ impl RowStore for HbaseStore {
                 found.insert(row.rowkey.clone(), row);
             }
         }
-        Ok(rowkeys
-            .iter()
-            .map(|key| found.get(key).cloned())
-            .collect())
+        Ok(rowkeys.iter().map(|key| found.get(key).cloned()).collect())
     }
 
     async fn scan(&self, table: &str, request: &ScanRequest) -> Result<ScanBatch> {
@@ -531,7 +526,8 @@ impl RowStore for HbaseStore {
         let name = hbase_table.clone().into_bytes();
         let mut rows: Vec<Row> = self
             .call("scan", move |client| {
-                let id = client.scanner_open_with_scan(name.clone(), scan.clone(), BTreeMap::new())?;
+                let id =
+                    client.scanner_open_with_scan(name.clone(), scan.clone(), BTreeMap::new())?;
                 let mut rows = Vec::new();
                 let result = (|| {
                     while rows.len() < want {
@@ -577,20 +573,17 @@ impl RowStore for HbaseStore {
             let mut by_ts: BTreeMap<i64, Vec<TMutation>> = BTreeMap::new();
             for op in mutation.ops {
                 let (ts, thrift_op) = match op {
-                    CellOp::Put { column, ts, value } => (
-                        ts,
-                        TMutation::new(false, column.into_bytes(), value, true),
-                    ),
+                    CellOp::Put { column, ts, value } => {
+                        (ts, TMutation::new(false, column.into_bytes(), value, true))
+                    }
                     // Thrift1 turns a delete of `f:q` at ts into Delete.addColumns (all versions
                     // <= ts), and of `f` into addFamily: the same semantics as the model.
-                    CellOp::DeleteCell { column, ts } => (
-                        ts,
-                        TMutation::new(true, column.into_bytes(), None, true),
-                    ),
-                    CellOp::DeleteFamily { family, ts } => (
-                        ts,
-                        TMutation::new(true, family.into_bytes(), None, true),
-                    ),
+                    CellOp::DeleteCell { column, ts } => {
+                        (ts, TMutation::new(true, column.into_bytes(), None, true))
+                    }
+                    CellOp::DeleteFamily { family, ts } => {
+                        (ts, TMutation::new(true, family.into_bytes(), None, true))
+                    }
                     CellOp::DeleteRow { ts } => {
                         row_deletes.push((mutation.table.clone(), mutation.rowkey.clone(), ts));
                         continue;
@@ -653,7 +646,10 @@ mod tests {
             StoreError::Rejected("org.apache.hadoop.hbase.TableNotFoundException: ns:user".into()),
         );
         let text = err.to_string();
-        assert!(text.contains("`user`") && text.contains("ddl user"), "{text}");
+        assert!(
+            text.contains("`user`") && text.contains("ddl user"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

@@ -27,6 +27,6 @@ pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;
 pub use config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
-pub use hbase::HbaseStore;
 pub use error::{Result, StoreError};
+pub use hbase::HbaseStore;
 pub use row_state::{RowState, StoredCell};

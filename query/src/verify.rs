@@ -1,0 +1,281 @@
+//! Drift checking: `POST /v1/tables/{table}/verify` and `hbidx verify`.
+//!
+//! Both ways:
+//! - **index → store**: live index rows (all, or a random sample) are multi-got from the store
+//!   with the indexed columns: a row the store no longer has is a *ghost*, a row whose indexed
+//!   values differ is a *mismatch*;
+//! - **store → index**: the table is scanned (all, or a sample run of consecutive rows starting
+//!   at a sampled rowkey) and each row is looked up in the index: a row with indexed values the
+//!   index lacks is *missing*.
+//!
+//! With `repair`, every drift's repair mutation goes to the table's live indexer (see
+//! `hbidx_indexer::repair`), and the job waits until they are applied and committed.
+//!
+//! The comparison reads the index's committed state, so a write made in the last few tens of
+//! milliseconds can show as drift; rerun to confirm. The report's example rowkeys go to the
+//! caller (an admin), never to the log.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use hbidx_indexer::repair::{Drift, DriftKind, diff_row, indexed_columns};
+use hbidx_store::{RowState, ScanRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::extract::ApiJson;
+use crate::jobs::JobStatus;
+use crate::{ApiError, SharedState, TableRuntime};
+
+/// Example rowkeys kept per drift kind.
+const EXAMPLES: usize = 10;
+/// Rows per multi-get or scan batch.
+const BATCH: usize = 1000;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    /// Compare this many sampled rows each way instead of everything.
+    pub sample: Option<usize>,
+    /// Compare everything (the default when `sample` is absent).
+    #[serde(default)]
+    pub full: bool,
+    /// Repair what is found.
+    #[serde(default)]
+    pub repair: bool,
+}
+
+/// One kind of drift: how many rows, and a few of them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Found {
+    pub count: u64,
+    /// Printable rowkeys (HBase's escaping), at most ten.
+    pub examples: Vec<String>,
+}
+
+impl Found {
+    fn add(&mut self, rowkey: &[u8]) {
+        self.count += 1;
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(hbidx_schema::codec::printable(rowkey));
+        }
+    }
+}
+
+/// The drift report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DriftReport {
+    pub mode: &'static str,
+    pub index_rows_checked: u64,
+    pub store_rows_checked: u64,
+    /// In the store, not in the index.
+    pub missing: Found,
+    /// In the index, not in the store.
+    pub ghosts: Found,
+    /// In both, with different indexed values.
+    pub mismatches: Found,
+    /// Drift the merge rules can't repair (the index holds a newer timestamp than the store).
+    pub unfixable: u64,
+    /// Repairs applied (with `repair`).
+    pub repaired: u64,
+}
+
+impl DriftReport {
+    fn record(&mut self, drift: &Drift) {
+        let rowkey = &drift.repair.rowkey;
+        match drift.kind {
+            DriftKind::Missing => self.missing.add(rowkey),
+            DriftKind::Ghost => self.ghosts.add(rowkey),
+            DriftKind::Mismatch => self.mismatches.add(rowkey),
+        }
+        if !drift.fixable {
+            self.unfixable += 1;
+        }
+    }
+
+    pub fn drift(&self) -> u64 {
+        self.missing.count + self.ghosts.count + self.mismatches.count
+    }
+}
+
+/// `POST /v1/tables/{table}/verify` → 202 with the job; the report appears in
+/// `GET /v1/jobs/{id}` when it is done.
+pub async fn start_verify(
+    State(state): State<SharedState>,
+    Path(table): Path<String>,
+    ApiJson(request): ApiJson<VerifyRequest>,
+) -> Result<(StatusCode, Json<JobStatus>), ApiError> {
+    let runtime = state.table(&table)?;
+    let table = runtime.config.name.clone();
+    if request.full && request.sample.is_some() {
+        return Err(ApiError::bad_request(
+            "sample",
+            "give either sample or full, not both",
+        ));
+    }
+    if request.sample == Some(0) {
+        return Err(ApiError::bad_request("sample", "must be at least 1"));
+    }
+    let job = state
+        .jobs
+        .create("verify", &table, "store")
+        .map_err(|running| {
+            ApiError::Conflict(format!(
+                "job {running} is already running on table \"{table}\""
+            ))
+        })?;
+    let id = job.id;
+    let task_state = state.clone();
+    tokio::spawn(async move {
+        let result = run(&task_state, &table, &request, id).await;
+        match result {
+            Ok(report) => {
+                task_state.jobs.update(id, |job| {
+                    job.report = serde_json::to_value(&report).ok();
+                });
+                task_state.jobs.finish(id, Ok(()));
+            }
+            Err(err) => task_state.jobs.finish(id, Err(err.to_string())),
+        }
+    });
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+/// Runs a verification, reporting progress on job `job`. Used by the HTTP job and by the
+/// offline `hbidx verify`.
+pub async fn run(
+    state: &SharedState,
+    table: &str,
+    request: &VerifyRequest,
+    job: u64,
+) -> Result<DriftReport, ApiError> {
+    let runtime = state.table(table)?;
+    let columns = indexed_columns(&runtime.config);
+    let mut report = DriftReport {
+        mode: if request.sample.is_some() {
+            "sample"
+        } else {
+            "full"
+        },
+        ..DriftReport::default()
+    };
+    let mut repairs = Vec::new();
+
+    // Index → store.
+    state.jobs.update(job, |j| j.phase = "index".into());
+    let searcher = runtime.searcher.clone();
+    let sample = request.sample;
+    let index_rows: Vec<(Vec<u8>, RowState)> = tokio::task::spawn_blocking(move || match sample {
+        Some(n) => searcher.sample_rows(n, rand::random()),
+        None => searcher.all_rows(),
+    })
+    .await
+    .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
+    state.jobs.update(job, |j| {
+        j.total = index_rows.len() as u64;
+    });
+    let checked: HashSet<Vec<u8>> = index_rows.iter().map(|(k, _)| k.clone()).collect();
+    for chunk in index_rows.chunks(BATCH) {
+        let keys: Vec<Vec<u8>> = chunk.iter().map(|(k, _)| k.clone()).collect();
+        let rows = state.store.get_rows(table, &keys, Some(&columns)).await?;
+        for ((rowkey, indexed), row) in chunk.iter().zip(rows) {
+            if let Some(drift) = diff_row(&runtime.config, rowkey, Some(indexed), row.as_ref()) {
+                report.record(&drift);
+                repairs.push(drift);
+            }
+        }
+        report.index_rows_checked += chunk.len() as u64;
+        let done = report.index_rows_checked;
+        state.jobs.update(job, |j| j.done = done);
+    }
+
+    // Store → index.
+    state.jobs.update(job, |j| j.phase = "store".into());
+    let (mut start, limit) = match request.sample {
+        // A run of consecutive rows from a sampled rowkey: rows the index is missing sit
+        // between rows it has.
+        Some(n) => (
+            index_rows
+                .first()
+                .map(|(k, _)| k.clone())
+                .unwrap_or_default(),
+            n as u64,
+        ),
+        None => (Vec::new(), u64::MAX),
+    };
+    let mut wrapped = start.is_empty();
+    loop {
+        let want = BATCH.min((limit - report.store_rows_checked) as usize);
+        if want == 0 {
+            break;
+        }
+        let batch = state
+            .store
+            .scan(
+                table,
+                &ScanRequest {
+                    start: start.clone(),
+                    columns: Some(columns.clone()),
+                    batch: want,
+                    ..ScanRequest::default()
+                },
+            )
+            .await?;
+        for row in &batch.rows {
+            report.store_rows_checked += 1;
+            if checked.contains(&row.rowkey) {
+                continue;
+            }
+            let indexed = runtime.searcher.committed_state(&row.rowkey)?;
+            if let Some(drift) = diff_row(&runtime.config, &row.rowkey, indexed.as_ref(), Some(row))
+            {
+                report.record(&drift);
+                repairs.push(drift);
+            }
+        }
+        match batch.next_start {
+            Some(next) => start = next,
+            // A sample that hit the end of the table goes on from its start, once.
+            None if !wrapped => {
+                wrapped = true;
+                start = Vec::new();
+            }
+            None => break,
+        }
+    }
+
+    if request.repair && !repairs.is_empty() {
+        state.jobs.update(job, |j| j.phase = "repairing".into());
+        report.repaired = apply_repairs(runtime, repairs).await?;
+    }
+    Ok(report)
+}
+
+/// Hands repairs to the live indexer and waits until it has applied them and committed.
+async fn apply_repairs(runtime: &TableRuntime, repairs: Vec<Drift>) -> Result<u64, ApiError> {
+    let queue = &runtime.stats.repairs;
+    let target = queue.applied.load(Ordering::Relaxed);
+    let mut pushed = 0u64;
+    for drift in repairs {
+        // Repairs the merge can't win would change nothing; don't queue them.
+        if drift.fixable && queue.push(drift.repair) {
+            pushed += 1;
+        }
+    }
+    let target = target + pushed;
+    // Applied and committed (durable and searchable): the indexer moves `committed` up to
+    // `applied` at each commit.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while queue.committed.load(Ordering::Relaxed) < target {
+        if Instant::now() > deadline {
+            return Err(ApiError::Internal(
+                "the table's indexer did not apply and commit the repairs within 2 minutes".into(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(pushed)
+}
