@@ -1,0 +1,256 @@
+//! hbidx's HBase Thrift1 row store (`[store] kind = "hbase"`), end to end over real sockets.
+//!
+//! "HBase" here is a second hbidx process serving the HBase Thrift1 API over its embedded store
+//! (`--thrift-listen`); the hbidx under test talks to it exactly as to an HBase Thrift server:
+//! reindex by table scan, lookups (index → computed rowkey → `getRowsWithColumns`), batch
+//! lookups, write-through (`mutateRowsTs` / `deleteAllRowTs`), read repair, drift checking and
+//! repair, a circuit breaker while "HBase" is down, and healing when it returns.
+
+mod util;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use util::{Server, eventually, get, keys, post, put};
+
+/// A free TCP port on loopback (for a gateway that must come back on the same address).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn phone(i: usize) -> String {
+    format!("139{:08}", 10_000_000 + i)
+}
+
+/// The example config with the rows in HBase at `thrift` (and `namespace` for the table).
+fn hbase_config(dir: &Path, thrift: &str, namespace: &str) -> String {
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/hbidx.toml"),
+    )
+    .unwrap()
+    .replace(
+        "namespace = \"default\"",
+        &format!("namespace = \"{namespace}\""),
+    );
+    let text = format!(
+        "{example}\n[store]\nkind = \"hbase\"\nthrift = \"{thrift}\"\ntimeout_ms = 1500\nretries = 1\nbreaker_failures = 3\nbreaker_open_ms = 500\n"
+    );
+    let path = dir.join(format!("hbase-{namespace}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn cli(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(args)
+        .output()
+        .expect("hbidx runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+fn lookup(server: &Server, query: &str) -> (u16, Value) {
+    get(&server.url(&format!("/v1/tables/user/rows?{query}")))
+}
+
+fn report_count(text: &str, label: &str) -> u64 {
+    text.lines()
+        .find(|line| line.trim_start().starts_with(label))
+        .and_then(|line| line.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `{label}` line in:\n{text}"))
+}
+
+#[test]
+fn thrift_store_serves_lookups_writes_repairs_and_survives_an_outage() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let thrift = format!("127.0.0.1:{port}");
+    // "HBase": the embedded store behind the Thrift1 gateway.
+    let hbase_dir = dir.path().join("hbase");
+    let hbase = Server::start(&["serve"], &hbase_dir, &["--thrift-listen", &thrift]);
+    for i in 0..50 {
+        let (status, body) = put(
+            &hbase.url(&format!("/v1/tables/user/rows/u{i:04}?wait=indexed")),
+            &json!({"cells": {"info:phone": phone(i), "info:name": format!("用户{i}"), "info:city": "北京"}}),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+
+    // hbidx with its rows in "HBase".
+    let config = hbase_config(dir.path(), &thrift, "default");
+    let sidecar_dir = dir.path().join("sidecar");
+    let sidecar = Server::start(&["--config", &config, "serve"], &sidecar_dir, &[]);
+    let (_, body) = lookup(&sidecar, &format!("phone={}", phone(7)));
+    assert_eq!(body["count"], 0, "nothing indexed yet: {body}");
+
+    // Reindex by scanning the table over Thrift, through the CLI and the job API.
+    let (code, out) = cli(&[
+        "--config",
+        &config,
+        "reindex",
+        "user",
+        "--from-store",
+        "--server",
+        &sidecar.base,
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("50 rows"), "{out}");
+
+    // Lookup: index → rowkey → getRowsWithColumns, with projection.
+    let (status, body) = lookup(
+        &sidecar,
+        &format!("phone={}&columns=info:name,info:phone", phone(7)),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(keys(&body), vec!["u0007"]);
+    assert_eq!(body["rows"][0]["cells"]["info:name"], "用户7");
+    assert!(body["rows"][0]["cells"].get("info:city").is_none());
+
+    // A batch lookup of every phone: one multi-get.
+    let phones: Vec<String> = (0..50).map(phone).collect();
+    let (status, body) = post(
+        &sidecar.url("/v1/tables/user/rows:batch-lookup"),
+        &json!({"field": "phone", "values": phones}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["count"], 50, "{body}");
+
+    // Write-through goes to HBase (mutateRowsTs); wait=indexed has nothing to wait on.
+    let (status, body) = put(
+        &sidecar.url("/v1/tables/user/rows/u9000?wait=indexed"),
+        &json!({"cells": {"info:phone": phone(9000)}}),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "wait");
+    let (status, body) = put(
+        &sidecar.url("/v1/tables/user/rows/u9000"),
+        &json!({"cells": {"info:phone": phone(9000), "info:name": "新用户"}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let found = eventually("the write reached HBase", Duration::from_secs(10), || {
+        let (_, body) = lookup(&hbase, &format!("phone={}", phone(9000)));
+        (body["count"] == 1).then_some(body)
+    });
+    assert_eq!(keys(&found), vec!["u9000"]);
+
+    // Drift behind the sidecar's back: u0001 deleted and u0002's phone changed in "HBase".
+    let (status, _) = util::delete(&hbase.url("/v1/tables/user/rows/u0001"));
+    assert_eq!(status, 200);
+    let (status, _) = put(
+        &hbase.url("/v1/tables/user/rows/u0002"),
+        &json!({"cells": {"info:phone": phone(2002)}}),
+    );
+    assert_eq!(status, 200);
+
+    // Read repair: the stale hit is dropped from the answer and repaired in the background.
+    let (_, body) = lookup(&sidecar, &format!("phone={}", phone(2)));
+    assert_eq!(body["count"], 0, "{body}");
+    assert_eq!(body["dropped_stale"], 1, "{body}");
+    let repaired = eventually("read repair re-indexed u0002", Duration::from_secs(10), || {
+        let (_, body) = lookup(&sidecar, &format!("phone={}", phone(2002)));
+        (body["count"] == 1).then_some(body)
+    });
+    assert_eq!(keys(&repaired), vec!["u0002"]);
+    let (_, status) = get(&sidecar.url("/v1/indexer/status"));
+    assert!(
+        status.to_string().contains("\"read_repairs\":1"),
+        "read repairs counted: {status}"
+    );
+
+    // verify finds the rest: u0001 is a ghost, u9000 is missing (written to HBase directly).
+    let verify = |extra: &[&str]| {
+        let mut args = vec![
+            "--config",
+            &config,
+            "verify",
+            "user",
+            "--server",
+            &sidecar.base,
+        ];
+        args.extend_from_slice(extra);
+        cli(&args)
+    };
+    let (code, out) = verify(&[]);
+    assert_eq!(code, 1, "drift makes verify exit 1: {out}");
+    assert_eq!(report_count(&out, "ghosts in the index"), 1, "{out}");
+    assert_eq!(report_count(&out, "missing from the index"), 1, "{out}");
+    assert_eq!(report_count(&out, "value mismatches"), 0, "{out}");
+    assert!(out.contains("u0001") && out.contains("u9000"), "{out}");
+    let (code, out) = verify(&["--repair"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("repaired: 2"), "{out}");
+    let (code, out) = verify(&["--sample", "20"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = verify(&[]);
+    assert_eq!(code, 0, "no drift after repair: {out}");
+    let (_, body) = lookup(&sidecar, &format!("phone={}", phone(1)));
+    assert_eq!(body["count"], 0);
+    assert_eq!(body["dropped_stale"], 0, "the ghost is gone from the index");
+    let (_, body) = lookup(&sidecar, &format!("phone={}", phone(9000)));
+    assert_eq!(keys(&body), vec!["u9000"]);
+
+    // "HBase" goes down: lookups answer 503 within the timeout, then at once (breaker open).
+    let hbase_log = hbase_dir.clone();
+    hbase.kill9();
+    let query = format!("phone={}", phone(7));
+    let started = Instant::now();
+    let (status, body) = lookup(&sidecar, &query);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    assert!(started.elapsed() < Duration::from_millis(2500), "{:?}", started.elapsed());
+    for _ in 0..3 {
+        lookup(&sidecar, &query);
+    }
+    let started = Instant::now();
+    let (status, body) = lookup(&sidecar, &query);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("circuit breaker open"),
+        "{body}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
+
+    // It comes back on the same address: lookups heal without a restart.
+    let hbase = Server::start(&["serve"], &hbase_log, &["--thrift-listen", &thrift]);
+    let body = eventually("lookups heal", Duration::from_secs(15), || {
+        let (status, body) = lookup(&sidecar, &query);
+        (status == 200 && body["count"] == 1).then_some(body)
+    });
+    assert_eq!(keys(&body), vec!["u0007"]);
+    drop(hbase);
+}
+
+#[test]
+fn a_table_missing_in_hbase_is_named_with_the_ddl_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let hbase = Server::start(&["serve"], &dir.path().join("hbase"), &["--thrift-listen", "127.0.0.1:0"]);
+    let thrift = hbase.thrift.clone().expect("gateway address");
+    // The same table, but in a namespace "HBase" doesn't have.
+    let config = hbase_config(dir.path(), &thrift, "prod");
+    let sidecar = Server::start(&["--config", &config, "serve"], &dir.path().join("sidecar"), &[]);
+    let (status, body) = put(
+        &sidecar.url("/v1/tables/user/rows/u1"),
+        &json!({"cells": {"info:phone": phone(1)}}),
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "store_table_missing");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`prod:user`") && message.contains("ddl user"),
+        "{message}"
+    );
+}
