@@ -8,7 +8,8 @@
 //!    become searchable (the published index checkpoint covers its offset): p50/p99;
 //! 4. index bytes per row and the process RSS;
 //! 5. HTTP lookups by phone at fixed concurrency with `wrk` (Debian package) against the real
-//!    service on loopback: throughput and p50/p99.
+//!    service on loopback: throughput and p50/p99;
+//! 6. batch lookups of 1000 phones per call, and a reindex by table scan (rows/s).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -206,11 +207,11 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     ));
 
     // Phase 5: HTTP lookups with wrk.
+    let listener = server::bind("127.0.0.1:0".parse()?).await?;
+    let addr = listener.local_addr()?;
+    let app = hbidx_query::app(runtime.state.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
     if args.lookup_seconds > 0 {
-        let listener = server::bind("127.0.0.1:0".parse()?).await?;
-        let addr = listener.local_addr()?;
-        let app = hbidx_query::app(runtime.state.clone());
-        let server = tokio::spawn(async move { axum::serve(listener, app).await });
         let script = data_dir.join("phones.lua");
         write_wrk_script(
             &script,
@@ -254,8 +255,13 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
                 format!("not measured: cannot run wrk ({err}); apt-get install wrk"),
             )),
         }
-        server.abort();
     }
+
+    // Phase 6: batch lookups of 1000 phones in one call, then a reindex by table scan.
+    let base = format!("http://{addr}");
+    batch_lookups(&base, &table.name, &people, &mut report).await?;
+    scan_reindex(&base, &table.name, &mut report).await?;
+    server.abort();
 
     report.push(Row(
         "RSS",
@@ -278,6 +284,87 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         println!("| {name} | {value} |");
     }
     Ok(())
+}
+
+/// `POST rows:batch-lookup` with 1000 existing phones per call, sequentially: per-call latency.
+pub(crate) async fn batch_lookups(
+    base: &str,
+    table: &str,
+    people: &[crate::people::Person],
+    report: &mut Vec<Row>,
+) -> Result<()> {
+    let client = reqwest::Client::new();
+    let calls = (people.len() / 1000).clamp(1, 50);
+    let mut millis = Vec::with_capacity(calls);
+    let mut found = 0u64;
+    for call in 0..calls {
+        let phones: Vec<&str> = people
+            .iter()
+            .skip(call * 1000)
+            .take(1000)
+            .map(|p| p.phone.as_str())
+            .collect();
+        let started = Instant::now();
+        let body: serde_json::Value = client
+            .post(format!("{base}/v1/tables/{table}/rows:batch-lookup"))
+            .json(&serde_json::json!({"field": "phone", "values": phones}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        millis.push(started.elapsed().as_secs_f64() * 1e3);
+        found += body["count"].as_u64().unwrap_or(0);
+    }
+    millis.sort_by(f64::total_cmp);
+    report.push(Row(
+        "batch lookup, 1000 phones per call",
+        format!(
+            "p50 {:.1} ms, p99 {:.1} ms per call ({calls} calls, {found} rows found)",
+            percentile(&millis, 50.0),
+            percentile(&millis, 99.0),
+        ),
+    ));
+    Ok(())
+}
+
+/// `POST reindex {"from": "store"}` and wait for the swap: rows scanned per second.
+pub(crate) async fn scan_reindex(base: &str, table: &str, report: &mut Vec<Row>) -> Result<()> {
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let job: serde_json::Value = client
+        .post(format!("{base}/v1/tables/{table}/reindex"))
+        .json(&serde_json::json!({"from": "store"}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let id = job["id"].as_u64().context("reindex job id")?;
+    loop {
+        let job: serde_json::Value = client
+            .get(format!("{base}/v1/jobs/{id}"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        match job["state"].as_str() {
+            Some("succeeded") => {
+                let rows = job["done"].as_u64().unwrap_or(0);
+                let secs = started.elapsed().as_secs_f64();
+                report.push(Row(
+                    "reindex by table scan (shadow + swap)",
+                    format!(
+                        "{:.0} rows/s ({rows} rows in {secs:.2}s)",
+                        rows as f64 / secs
+                    ),
+                ));
+                return Ok(());
+            }
+            Some("failed") => anyhow::bail!("scan reindex failed: {}", job["error"]),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
 }
 
 fn tempfile_dir() -> Result<PathBuf> {

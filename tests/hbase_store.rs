@@ -157,10 +157,14 @@ fn thrift_store_serves_lookups_writes_repairs_and_survives_an_outage() {
     let (_, body) = lookup(&sidecar, &format!("phone={}", phone(2)));
     assert_eq!(body["count"], 0, "{body}");
     assert_eq!(body["dropped_stale"], 1, "{body}");
-    let repaired = eventually("read repair re-indexed u0002", Duration::from_secs(10), || {
-        let (_, body) = lookup(&sidecar, &format!("phone={}", phone(2002)));
-        (body["count"] == 1).then_some(body)
-    });
+    let repaired = eventually(
+        "read repair re-indexed u0002",
+        Duration::from_secs(10),
+        || {
+            let (_, body) = lookup(&sidecar, &format!("phone={}", phone(2002)));
+            (body["count"] == 1).then_some(body)
+        },
+    );
     assert_eq!(keys(&repaired), vec!["u0002"]);
     let (_, status) = get(&sidecar.url("/v1/indexer/status"));
     assert!(
@@ -208,7 +212,11 @@ fn thrift_store_serves_lookups_writes_repairs_and_survives_an_outage() {
     let (status, body) = lookup(&sidecar, &query);
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "store_unavailable");
-    assert!(started.elapsed() < Duration::from_millis(2500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
     for _ in 0..3 {
         lookup(&sidecar, &query);
     }
@@ -222,7 +230,11 @@ fn thrift_store_serves_lookups_writes_repairs_and_survives_an_outage() {
             .contains("circuit breaker open"),
         "{body}"
     );
-    assert!(started.elapsed() < Duration::from_millis(200), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
 
     // It comes back on the same address: lookups heal without a restart.
     let hbase = Server::start(&["serve"], &hbase_log, &["--thrift-listen", &thrift]);
@@ -237,11 +249,19 @@ fn thrift_store_serves_lookups_writes_repairs_and_survives_an_outage() {
 #[test]
 fn a_table_missing_in_hbase_is_named_with_the_ddl_to_run() {
     let dir = tempfile::tempdir().unwrap();
-    let hbase = Server::start(&["serve"], &dir.path().join("hbase"), &["--thrift-listen", "127.0.0.1:0"]);
+    let hbase = Server::start(
+        &["serve"],
+        &dir.path().join("hbase"),
+        &["--thrift-listen", "127.0.0.1:0"],
+    );
     let thrift = hbase.thrift.clone().expect("gateway address");
     // The same table, but in a namespace "HBase" doesn't have.
     let config = hbase_config(dir.path(), &thrift, "prod");
-    let sidecar = Server::start(&["--config", &config, "serve"], &dir.path().join("sidecar"), &[]);
+    let sidecar = Server::start(
+        &["--config", &config, "serve"],
+        &dir.path().join("sidecar"),
+        &[],
+    );
     let (status, body) = put(
         &sidecar.url("/v1/tables/user/rows/u1"),
         &json!({"cells": {"info:phone": phone(1)}}),
