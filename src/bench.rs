@@ -125,9 +125,21 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     }
 
     // Phase 2: index the whole feed.
+    // wrk calls the API like any client, with a key, so the lookup figures include the
+    // authentication cost. Only this key, without a rate limit: the bench measures the service.
+    let api_key = hbidx_query::auth::generate_key();
+    let mut security = hbidx_query::auth::SecurityConfig::default();
+    security
+        .add_plaintext_key("bench", &api_key, "bench key")
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
     let policy = CommitPolicy::default();
     let started = Instant::now();
-    let runtime = server::open(&config, &data_dir, &policy)?;
+    let runtime = server::open(
+        &config,
+        &data_dir,
+        &policy,
+        hbidx_query::auth::Auth::new(&security),
+    )?;
     runtime.wait_caught_up(Duration::from_secs(3600)).await?;
     let secs = started.elapsed().as_secs_f64();
     report.push(Row(
@@ -216,6 +228,7 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         write_wrk_script(
             &script,
             &table.name,
+            &api_key,
             people.iter().take(50_000).map(|p| p.phone.as_str()),
         )?;
         let url = format!("http://{addr}");
@@ -259,8 +272,9 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
 
     // Phase 6: batch lookups of 1000 phones in one call, then a reindex by table scan.
     let base = format!("http://{addr}");
-    batch_lookups(&base, &table.name, &people, &mut report).await?;
-    scan_reindex(&base, &table.name, &mut report).await?;
+    let client = api_client(&api_key)?;
+    batch_lookups(&client, &base, &table.name, &people, &mut report).await?;
+    scan_reindex(&client, &base, &table.name, &mut report).await?;
     server.abort();
 
     report.push(Row(
@@ -286,14 +300,26 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// An HTTP client that sends the bench's API key on every request.
+fn api_client(api_key: &str) -> Result<reqwest::Client> {
+    let mut authorization = reqwest::header::HeaderValue::from_str(&format!("Bearer {api_key}"))?;
+    authorization.set_sensitive(true);
+    Ok(reqwest::Client::builder()
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::AUTHORIZATION,
+            authorization,
+        )]))
+        .build()?)
+}
+
 /// `POST rows:batch-lookup` with 1000 existing phones per call, sequentially: per-call latency.
 pub(crate) async fn batch_lookups(
+    client: &reqwest::Client,
     base: &str,
     table: &str,
     people: &[crate::people::Person],
     report: &mut Vec<Row>,
 ) -> Result<()> {
-    let client = reqwest::Client::new();
     let calls = (people.len() / 1000).clamp(1, 50);
     let mut millis = Vec::with_capacity(calls);
     let mut found = 0u64;
@@ -329,8 +355,12 @@ pub(crate) async fn batch_lookups(
 }
 
 /// `POST reindex {"from": "store"}` and wait for the swap: rows scanned per second.
-pub(crate) async fn scan_reindex(base: &str, table: &str, report: &mut Vec<Row>) -> Result<()> {
-    let client = reqwest::Client::new();
+pub(crate) async fn scan_reindex(
+    client: &reqwest::Client,
+    base: &str,
+    table: &str,
+    report: &mut Vec<Row>,
+) -> Result<()> {
     let started = Instant::now();
     let job: serde_json::Value = client
         .post(format!("{base}/v1/tables/{table}/reindex"))
@@ -376,9 +406,12 @@ fn tempfile_dir() -> Result<PathBuf> {
 fn write_wrk_script<'a>(
     path: &std::path::Path,
     table: &str,
+    api_key: &str,
     phones: impl Iterator<Item = &'a str>,
 ) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    // wrk.format uses wrk.headers when a request doesn't pass its own.
+    writeln!(out, "wrk.headers[\"Authorization\"] = \"Bearer {api_key}\"")?;
     writeln!(out, "local phones = {{")?;
     for phone in phones {
         writeln!(out, "\"{phone}\",")?;

@@ -179,7 +179,13 @@ pub async fn run(
     let mut kafka_config = config.clone();
     kafka_config.raw_sources = sources.get("sources").cloned();
     let kafka_dir = data_dir.join("kafka");
-    let runtime = server::open(&kafka_config, &kafka_dir, &CommitPolicy::default())?;
+    // Nothing is served over HTTP here, so no API keys.
+    let runtime = server::open(
+        &kafka_config,
+        &kafka_dir,
+        &CommitPolicy::default(),
+        hbidx_query::auth::Auth::default(),
+    )?;
     let runtime_table = runtime
         .state
         .tables

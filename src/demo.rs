@@ -95,10 +95,23 @@ pub async fn run(
     data_dir: PathBuf,
     rows: usize,
     no_serve: bool,
+    api_key: Option<String>,
 ) -> Result<()> {
+    // The demo always has a key to show in its examples: the one given, else a fresh one that
+    // is printed (only the demo does this; `serve` never invents credentials).
+    let (api_key, generated) = match api_key {
+        Some(key) => (key, false),
+        None => (hbidx_query::auth::generate_key(), true),
+    };
+    let security = crate::keys::security_config(&config, Some(&api_key))?;
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-    let runtime = server::open(&config, &data_dir, &Default::default())?;
+    let runtime = server::open(
+        &config,
+        &data_dir,
+        &Default::default(),
+        hbidx_query::auth::Auth::new(&security),
+    )?;
     let table = demo_table(&config)?.clone();
     let columns = PersonColumns::for_table(&table)?;
     let marker = data_dir.join(LOADED_MARKER);
@@ -137,14 +150,15 @@ pub async fn run(
     let example = PeopleGen::new(DEMO_SEED)
         .next()
         .context("the demo generator produced nobody")?;
+    let shown_key = generated.then_some(api_key.as_str());
     if no_serve {
-        print_examples(listen, &table, &example);
+        print_examples(listen, &table, &example, shown_key);
         runtime.shutdown_indexers().await?;
         return Ok(());
     }
     let listener = server::bind(listen).await?;
     let bound = listener.local_addr()?;
-    print_examples(bound, &table, &example);
+    print_examples(bound, &table, &example, shown_key);
     eprintln!("listening on http://{bound} (Ctrl-C to stop)");
     runtime.serve(listener).await
 }
@@ -180,32 +194,50 @@ fn load(
     Ok(())
 }
 
-fn print_examples(listen: SocketAddr, table: &TableConfig, person: &Person) {
+/// Prints curl commands that work against the demo. They read the key from `$HBIDX_API_KEY`;
+/// `generated_key` is printed (to stdout, not the log) when the demo made one up.
+fn print_examples(
+    listen: SocketAddr,
+    table: &TableConfig,
+    person: &Person,
+    generated_key: Option<&str>,
+) {
     let base = format!("http://{listen}/v1/tables/{}", table.name);
     let tail = &person.phone[person.phone.len().saturating_sub(4)..];
+    match generated_key {
+        Some(key) => println!(
+            "\nEvery route but /healthz needs an API key. Generated one for this run \
+             (choose your own with --api-key or HBIDX_API_KEY):\n\n  export HBIDX_API_KEY={key}"
+        ),
+        None => println!(
+            "\nEvery route but /healthz needs an API key; the examples use yours:\n\n  \
+             export HBIDX_API_KEY=<the key you gave with --api-key>   # unless it is set already"
+        ),
+    }
     println!(
         "\nTry these (the first generated person is {} / uid {}):\n",
         person.name, person.uid
     );
-    println!("  curl -s '{base}/rows?phone={}'", person.phone);
-    println!("  curl -s '{base}/rows?idcard={}'", person.idcard);
+    let curl = "curl -s -H \"authorization: Bearer $HBIDX_API_KEY\"";
+    println!("  {curl} '{base}/rows?phone={}'", person.phone);
+    println!("  {curl} '{base}/rows?idcard={}'", person.idcard);
     println!(
-        "  curl -s '{base}/rows?name={}&limit=5'",
+        "  {curl} '{base}/rows?name={}&limit=5'",
         urlencode(&person.name)
     );
-    println!("  curl -s '{base}/rows?name=%E5%BC%A0&match=prefix&limit=5'");
-    println!("  curl -s '{base}/rows?name=zhangsan&match=pinyin&limit=5'");
-    println!("  curl -s '{base}/rows?phone_suffix={tail}&limit=5&columns=info:name,info:phone'");
-    println!("  curl -s '{base}/rowkey?key={}'", person.uid);
+    println!("  {curl} '{base}/rows?name=%E5%BC%A0&match=prefix&limit=5'");
+    println!("  {curl} '{base}/rows?name=zhangsan&match=pinyin&limit=5'");
+    println!("  {curl} '{base}/rows?phone_suffix={tail}&limit=5&columns=info:name,info:phone'");
+    println!("  {curl} '{base}/rowkey?key={}'", person.uid);
     println!(
-        "  curl -s -X PUT '{base}/rows/u99999999?wait=indexed' -H 'content-type: application/json' \\\n       -d '{{\"cells\":{{\"info:name\":\"张三\",\"info:phone\":\"13800138000\"}}}}'"
+        "  {curl} -X PUT '{base}/rows/u99999999?wait=indexed' -H 'content-type: application/json' \\\n       -d '{{\"cells\":{{\"info:name\":\"张三\",\"info:phone\":\"13800138000\"}}}}'"
     );
-    println!("  curl -s '{base}/rows?phone=13800138000'");
+    println!("  {curl} '{base}/rows?phone=13800138000'");
     println!(
-        "  curl -s -X POST '{base}/rows:batch-lookup' -H 'content-type: application/json' \\\n       -d '{{\"field\":\"phone\",\"values\":[\"{}\",\"13800138000\"]}}'",
+        "  {curl} -X POST '{base}/rows:batch-lookup' -H 'content-type: application/json' \\\n       -d '{{\"field\":\"phone\",\"values\":[\"{}\",\"13800138000\"]}}'",
         person.phone
     );
-    println!("  curl -s 'http://{listen}/v1/indexer/status'\n");
+    println!("  {curl} 'http://{listen}/v1/indexer/status'\n");
 }
 
 fn urlencode(text: &str) -> String {

@@ -7,6 +7,8 @@
 mod bench;
 mod bench_kafka;
 mod demo;
+mod keys;
+mod logging;
 mod people;
 mod reindex;
 mod server;
@@ -16,7 +18,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 // Indexing allocates many small, short-lived strings (terms, documents, row states) on three
 // threads at once; glibc malloc spent a fifth of the indexing CPU on them, mimalloc far less.
@@ -48,9 +50,15 @@ struct Cli {
         env = "RUST_LOG"
     )]
     log: String,
-    /// Log as JSON lines.
-    #[arg(long, global = true)]
-    log_json: bool,
+    /// Log format: text lines or JSON objects. Phone and idcard numbers are masked either way.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "HBIDX_LOG_FORMAT"
+    )]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -106,11 +114,23 @@ enum Command {
         regions: Option<u32>,
     },
     /// Run hbidx for real: the embedded store, indexers and the REST service.
+    ///
+    /// Every route but /healthz and /readyz needs an API key (`Authorization: Bearer KEY`):
+    /// configure [[security.keys]] or pass --api-key. Without any key it refuses to start.
     Serve {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
+        /// An API key with every scope, in addition to the config's [[security.keys]] (audit id
+        /// "cli"). At least 24 characters; `hbidx keys new` makes one.
+        #[arg(
+            long,
+            env = "HBIDX_API_KEY",
+            hide_env_values = true,
+            value_name = "KEY"
+        )]
+        api_key: Option<String>,
     },
     /// Try hbidx on one machine: generate people, index them and serve lookups.
     ///
@@ -127,6 +147,15 @@ enum Command {
         /// Load and index, print the summary, then exit instead of serving.
         #[arg(long)]
         no_serve: bool,
+        /// The API key the printed examples use (every scope). Without it (or HBIDX_API_KEY)
+        /// the demo generates one and prints it.
+        #[arg(
+            long,
+            env = "HBIDX_API_KEY",
+            hide_env_values = true,
+            value_name = "KEY"
+        )]
+        api_key: Option<String>,
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
     Bench(bench::BenchArgs),
@@ -151,6 +180,14 @@ enum Command {
         /// Work offline on this data dir (when no --server is given).
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
+        /// An API key with the admin scope, for --server (offline runs need none).
+        #[arg(
+            long,
+            env = "HBIDX_API_KEY",
+            hide_env_values = true,
+            value_name = "KEY"
+        )]
+        api_key: Option<String>,
     },
     /// Compare a table's index with its rows both ways and print a drift report: rows missing
     /// from the index, ghosts in the index, value mismatches, with counts and example rowkeys.
@@ -171,7 +208,41 @@ enum Command {
         server: Option<String>,
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
+        /// An API key with the admin scope, for --server (offline runs need none).
+        #[arg(
+            long,
+            env = "HBIDX_API_KEY",
+            hide_env_values = true,
+            value_name = "KEY"
+        )]
+        api_key: Option<String>,
     },
+    /// Make API keys for `[[security.keys]]`.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Print a fresh random key (give it to the client) and its config entry (hash only).
+    New {
+        /// The key's id in audit lines and error messages, e.g. the client's name.
+        #[arg(long, default_value = "app")]
+        id: String,
+        /// Scopes of the key; repeat or comma-separate (lookup, write, admin).
+        #[arg(
+            long = "scope",
+            value_enum,
+            value_delimiter = ',',
+            default_value = "lookup"
+        )]
+        scopes: Vec<keys::ScopeArg>,
+    },
+    /// Print the SHA-256 (hex) of a key, as `sha256 =` in the config takes it. Reads the key
+    /// from stdin when not given, so it stays out of shell history.
+    Hash { key: Option<String> },
 }
 
 #[derive(Subcommand)]
@@ -181,24 +252,19 @@ enum SchemaCommand {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    init_logging(&cli.log, cli.log_json);
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    if matches!(cli.command, Command::Bench(_))
+        && matches.value_source("log") == Some(clap::parser::ValueSource::DefaultValue)
+    {
+        // wrk sends tens of thousands of lookups a second; one audit line each would bury the
+        // report. `--log` or RUST_LOG brings them back (and measures their cost).
+        cli.log.push_str(",audit=warn");
+    }
+    logging::init(&cli.log, cli.log_format);
     if let Err(err) = run(cli) {
         eprintln!("error: {err:#}");
         std::process::exit(2);
-    }
-}
-
-fn init_logging(filter: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }
 
@@ -230,10 +296,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             pattern,
             regions,
         ),
-        Command::Serve { listen, data_dir } => {
+        Command::Serve {
+            listen,
+            data_dir,
+            api_key,
+        } => {
             let config = tools::parse(&config_text)?;
+            let auth = keys::serve_auth(&config, api_key.as_deref())?;
             tokio_runtime()?.block_on(async move {
-                let runtime = server::open(&config, &data_dir, &Default::default())?;
+                let runtime = server::open(&config, &data_dir, &Default::default(), auth)?;
                 let listener = server::bind(listen).await?;
                 let bound = listener.local_addr()?;
                 tracing::info!(listen = %bound, data_dir = %data_dir.display(), "serving");
@@ -247,9 +318,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             data_dir,
             rows,
             no_serve,
+            api_key,
         } => {
             let config = tools::parse(&config_text)?;
-            tokio_runtime()?.block_on(demo::run(config, listen, data_dir, rows, no_serve))
+            tokio_runtime()?.block_on(demo::run(config, listen, data_dir, rows, no_serve, api_key))
         }
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;
@@ -261,14 +333,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             from_kafka,
             server,
             data_dir,
+            api_key,
         } => {
             let from = match (from_store, from_kafka) {
                 (true, _) => "store",
                 (_, true) => "kafka",
                 _ => anyhow::bail!("say where to rebuild from: --from-store or --from-kafka"),
             };
-            with_server(&config_text, server, &data_dir, |url| {
-                tools::reindex(url, &table, from)
+            with_server(&config_text, server, api_key, &data_dir, |url, key| {
+                tools::reindex(url, key, &table, from)
             })
         }
         Command::Verify {
@@ -278,45 +351,65 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             repair,
             server,
             data_dir,
+            api_key,
         } => {
-            let drift = with_server(&config_text, server, &data_dir, |url| {
-                tools::verify(url, &table, sample, repair)
+            let drift = with_server(&config_text, server, api_key, &data_dir, |url, key| {
+                tools::verify(url, key, &table, sample, repair)
             })?;
             if drift > 0 {
                 std::process::exit(1);
             }
             Ok(())
         }
+        Command::Keys {
+            command: KeysCommand::New { id, scopes },
+        } => keys::new_key(&id, &scopes),
+        Command::Keys {
+            command: KeysCommand::Hash { key },
+        } => keys::hash(key),
     }
 }
 
-/// Runs `f` against `server`, or, without one, against an in-process server on the data dir
-/// (same code path, same API), stopped cleanly afterwards.
+/// Runs `f(url, api_key)` against `server` with the caller's admin key, or, without a server,
+/// against an in-process server on the data dir (same code path, same API), stopped cleanly
+/// afterwards. The in-process server accepts only a key made up for this run and listens on
+/// loopback only while the command runs.
 fn with_server<T>(
     config_text: &str,
     server: Option<String>,
+    api_key: Option<String>,
     data_dir: &std::path::Path,
-    f: impl FnOnce(&str) -> anyhow::Result<T>,
+    f: impl FnOnce(&str, &str) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     if let Some(server) = server {
-        return f(&server);
+        let api_key = api_key.context(
+            "--server needs an API key with the admin scope: --api-key KEY or HBIDX_API_KEY",
+        )?;
+        return f(&server, &api_key);
     }
     let config = tools::parse(config_text)?;
+    let run_key = hbidx_query::auth::generate_key();
+    let mut security = hbidx_query::auth::SecurityConfig::default();
+    security
+        .add_plaintext_key("offline", &run_key, "run key")
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    let auth = hbidx_query::auth::Auth::new(&security);
     let rt = tokio_runtime()?;
     let (runtime, url) = rt.block_on(async {
-        let runtime = server::open(&config, data_dir, &Default::default()).with_context(|| {
-            format!(
-                "opening {} (is a server running on it? then use --server)",
-                data_dir.display()
-            )
-        })?;
+        let runtime =
+            server::open(&config, data_dir, &Default::default(), auth).with_context(|| {
+                format!(
+                    "opening {} (is a server running on it? then use --server)",
+                    data_dir.display()
+                )
+            })?;
         let listener = server::bind(([127, 0, 0, 1], 0).into()).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let app = hbidx_query::app(runtime.state.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         anyhow::Ok((runtime, url))
     })?;
-    let result = f(&url);
+    let result = f(&url, &run_key);
     rt.block_on(runtime.shutdown_indexers())?;
     result
 }

@@ -109,8 +109,13 @@ fn recover_index_dir(index_dir: &Path) -> Result<()> {
 }
 
 /// Opens everything under `data_dir`: `store/` (fjall, unless the rows are in HBase) and
-/// `index/<table>/` (tantivy).
-pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<Runtime> {
+/// `index/<table>/` (tantivy). `auth` holds the API keys the service will accept.
+pub fn open(
+    config: &Config,
+    data_dir: &Path,
+    policy: &CommitPolicy,
+    auth: hbidx_query::auth::Auth,
+) -> Result<Runtime> {
     let table_names: Vec<String> = config.tables.iter().map(|t| t.name.clone()).collect();
     let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) =
         match StoreConfig::from_raw(config.raw_store.as_ref())? {
@@ -179,7 +184,9 @@ pub fn open(config: &Config, data_dir: &Path, policy: &CommitPolicy) -> Result<R
         wiring,
         indexers: indexers.clone(),
     });
-    let mut state = AppState::new(row_store, tables).with_reindexer(reindexer);
+    let mut state = AppState::new(row_store, tables)
+        .with_reindexer(reindexer)
+        .with_auth(auth);
     state.store_has_feed = embedded.is_some();
     let state = Arc::new(state);
     Ok(Runtime {

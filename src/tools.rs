@@ -58,12 +58,23 @@ pub fn schema_check(file: &Path) -> Result<()> {
         .map_err(|err| anyhow!("{}: {err}", file.display()))?;
     let sources = hbidx_indexer::config::kafka_sources(&config)
         .map_err(|err| anyhow!("{}: {err}", file.display()))?;
+    let store = hbidx_store::StoreConfig::from_raw(config.raw_store.as_ref())
+        .map_err(|err| anyhow!("{}: {err}", file.display()))?;
+    let security = hbidx_query::auth::SecurityConfig::from_raw(config.raw_security.as_ref())
+        .map_err(|err| anyhow!("{}: {err}", file.display()))?;
     println!(
-        "{}: ok, {} table(s), {} Kafka source(s)",
+        "{}: ok, {} table(s), {} Kafka source(s), {} API key(s)",
         file.display(),
         config.tables.len(),
-        sources.len()
+        sources.len(),
+        security.keys.len()
     );
+    match &store {
+        hbidx_store::StoreConfig::Embedded => println!("  store: embedded"),
+        hbidx_store::StoreConfig::Hbase(hbase) => {
+            println!("  store: hbase (Thrift1 at {})", hbase.thrift)
+        }
+    }
     for source in &sources {
         println!(
             "  source: {} ({}) from {} -> table {}",
@@ -279,11 +290,18 @@ pub fn hotspot(
     Ok(())
 }
 
-/// `hbidx reindex TABLE --from-kafka --server URL`: starts the job on the server and follows it
-/// with a progress bar until it succeeds or fails.
-fn http_client() -> Result<reqwest::blocking::Client> {
+/// A client that sends `Authorization: Bearer <api_key>` (marked sensitive, so it never shows
+/// in reqwest's debug output) on every request.
+fn http_client(api_key: &str) -> Result<reqwest::blocking::Client> {
+    let mut authorization = reqwest::header::HeaderValue::from_str(&format!("Bearer {api_key}"))
+        .map_err(|_| anyhow!("--api-key: an API key must be printable ASCII"))?;
+    authorization.set_sensitive(true);
     Ok(reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
+        .default_headers(reqwest::header::HeaderMap::from_iter([(
+            reqwest::header::AUTHORIZATION,
+            authorization,
+        )]))
         .build()?)
 }
 
@@ -357,10 +375,10 @@ fn follow_job(
     }
 }
 
-/// `hbidx reindex`: starts the job on `server` and follows it.
-pub fn reindex(server: &str, table: &str, from: &str) -> Result<()> {
+/// `hbidx reindex`: starts the job on `server` (with an admin key) and follows it.
+pub fn reindex(server: &str, api_key: &str, table: &str, from: &str) -> Result<()> {
     let server = server.trim_end_matches('/');
-    let client = http_client()?;
+    let client = http_client(api_key)?;
     let id = start_job(
         &client,
         server,
@@ -378,9 +396,15 @@ pub fn reindex(server: &str, table: &str, from: &str) -> Result<()> {
 
 /// `hbidx verify`: runs the check on `server`, prints the drift report, returns the drift left
 /// (after repairs, when asked for).
-pub fn verify(server: &str, table: &str, sample: Option<usize>, repair: bool) -> Result<u64> {
+pub fn verify(
+    server: &str,
+    api_key: &str,
+    table: &str,
+    sample: Option<usize>,
+    repair: bool,
+) -> Result<u64> {
     let server = server.trim_end_matches('/');
-    let client = http_client()?;
+    let client = http_client(api_key)?;
     let body = match sample {
         Some(n) => serde_json::json!({ "sample": n, "repair": repair }),
         None => serde_json::json!({ "full": true, "repair": repair }),

@@ -138,3 +138,91 @@ fn schema_check_validates_kafka_sources() {
         stderr(&output)
     );
 }
+
+#[test]
+fn keys_new_and_hash_agree_and_schema_check_validates_security() {
+    let output = hbidx(&["keys", "new", "--id", "billing", "--scope", "lookup,admin"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty());
+    let key = lines.next().unwrap().to_string();
+    assert!(key.starts_with("hbidx_") && key.len() >= 40, "{text}");
+    let entry: String = lines.map(|l| format!("{l}\n")).collect();
+    assert!(
+        entry.contains("scopes = [\"lookup\", \"admin\"]"),
+        "{entry}"
+    );
+    let sha256 = entry
+        .lines()
+        .find_map(|l| l.strip_prefix("sha256 = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("a sha256 line")
+        .to_string();
+    // `keys hash` from stdin (and as an argument) gives the same hash.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(["keys", "hash"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(child.stdin.take().unwrap(), "{key}").unwrap();
+    let hashed = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&hashed).trim(), sha256);
+    assert_eq!(stdout(&hbidx(&["keys", "hash", &key])).trim(), sha256);
+    assert_ne!(
+        stdout(&hbidx(&["keys", "new"])).lines().nth(1),
+        Some(key.as_str())
+    );
+    let short = hbidx(&["keys", "hash", "short"]);
+    assert_eq!(short.status.code(), Some(2));
+    assert!(
+        stderr(&short).contains("at least 24 characters"),
+        "{}",
+        stderr(&short)
+    );
+    let bad_id = hbidx(&["keys", "new", "--id", "no spaces please"]);
+    assert_eq!(bad_id.status.code(), Some(2));
+    assert!(
+        stderr(&bad_id).contains("security.keys[0].id"),
+        "{}",
+        stderr(&bad_id)
+    );
+
+    // The entry is a valid [security] section; a broken one names the key at fault.
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string("deploy/config/hbidx.toml").unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, format!("{example}\n{entry}")).unwrap();
+    let output = hbidx(&["schema", "check", good.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("1 API key(s)"),
+        "{}",
+        stdout(&output)
+    );
+    for (broken, expected) in [
+        (
+            entry.replace(&sha256, &key),
+            "security.keys[0].sha256: must be 64 hex characters",
+        ),
+        (
+            entry.replace("\"admin\"", "\"superuser\""),
+            "security.keys[0].scopes: unknown scope \"superuser\"",
+        ),
+        (
+            format!("{entry}rate_limit = {{ per_second = -1 }}\n"),
+            "security.keys[0].rate_limit.per_second: must be a whole number",
+        ),
+    ] {
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, format!("{example}\n{broken}")).unwrap();
+        let output = hbidx(&["schema", "check", bad.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(2), "{broken}");
+        assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+        // The key itself is never echoed.
+        assert!(!stderr(&output).contains(&key), "{}", stderr(&output));
+    }
+}

@@ -46,9 +46,11 @@ fn hbase_config(dir: &Path, thrift: &str, namespace: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// Runs the CLI with the test servers' API key (`reindex|verify --server` need an admin key).
 fn cli(args: &[&str]) -> (i32, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
         .args(args)
+        .env("HBIDX_API_KEY", util::TEST_API_KEY)
         .output()
         .expect("hbidx runs");
     let text = format!(

@@ -557,6 +557,7 @@ fn reindex_from_kafka_equals_the_live_index_and_lookups_go_on() {
 
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_hbidx"))
         .args(["reindex", "user", "--from-kafka", "--server", &server.base])
+        .env("HBIDX_API_KEY", util::TEST_API_KEY)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -4,7 +4,7 @@
 //! logged, so internals (paths, rowkeys) don't leak to clients.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hbidx_indexer::IndexerError;
 use hbidx_store::StoreError;
@@ -31,6 +31,26 @@ pub enum ApiError {
     /// The table's Kafka topic did not acknowledge a write-through event; nothing was written.
     #[error("event log unavailable: {0}")]
     LogUnavailable(String),
+    /// No API key, a malformed `Authorization` header, or a key that isn't configured.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The key is valid but lacks the scope the route needs.
+    #[error("API key \"{key_id}\" does not have the \"{scope}\" scope, which {route} needs")]
+    Forbidden {
+        key_id: String,
+        scope: &'static str,
+        route: String,
+    },
+    /// The key is over its rate limit; the answer carries `Retry-After`.
+    #[error(
+        "API key \"{key_id}\" is over its rate limit ({per_second}/s, burst {burst}); retry in {retry_after_secs} s"
+    )]
+    RateLimited {
+        key_id: String,
+        per_second: u32,
+        burst: u32,
+        retry_after_secs: u64,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -58,13 +78,17 @@ impl From<IndexerError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, code, field) = match &self {
+impl ApiError {
+    /// The HTTP status, the stable `code` of the JSON shape and the field at fault.
+    fn classify(&self) -> (StatusCode, &'static str, Option<String>) {
+        match self {
             ApiError::BadRequest { field, .. } => {
                 (StatusCode::BAD_REQUEST, "bad_request", Some(field.clone()))
             }
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", None),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", None),
+            ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden", None),
+            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", None),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict", None),
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
@@ -95,7 +119,17 @@ impl IntoResponse for ApiError {
             ApiError::Store(_) | ApiError::Index(_) | ApiError::Internal(_) => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", None)
             }
-        };
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.classify().0
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, field) = self.classify();
         let message = if status.is_server_error()
             && status != StatusCode::SERVICE_UNAVAILABLE
             && status != StatusCode::GATEWAY_TIMEOUT
@@ -109,6 +143,24 @@ impl IntoResponse for ApiError {
         if let Some(field) = field {
             body["field"] = json!(field);
         }
-        (status, Json(json!({ "error": body }))).into_response()
+        let mut response = (status, Json(json!({ "error": body }))).into_response();
+        match &self {
+            // RFC 6750: a 401 names the scheme the client should use.
+            ApiError::Unauthorized(_) => {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"hbidx\""),
+                );
+            }
+            ApiError::RateLimited {
+                retry_after_secs, ..
+            } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            _ => {}
+        }
+        response
     }
 }

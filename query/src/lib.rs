@@ -5,6 +5,7 @@
 //! rows from the [`RowStore`](hbidx_store::RowStore), and re-checks every fetched row against the
 //! lookup before answering (an index entry whose row changed or vanished is dropped and counted).
 
+pub mod auth;
 mod error;
 mod extract;
 pub mod jobs;
@@ -89,6 +90,9 @@ pub struct AppState {
     pub store_has_feed: bool,
     /// Bounds the read-repair tasks running at once.
     pub(crate) repair_permits: Arc<tokio::sync::Semaphore>,
+    /// The API keys every route but the health checks requires. Empty by default: a state
+    /// built without [`AppState::with_auth`] refuses every authenticated route.
+    pub auth: auth::Auth,
 }
 
 impl AppState {
@@ -105,7 +109,13 @@ impl AppState {
             reindexer: None,
             store_has_feed: true,
             repair_permits: repair::permits(),
+            auth: auth::Auth::default(),
         }
+    }
+
+    pub fn with_auth(mut self, auth: auth::Auth) -> Self {
+        self.auth = auth;
+        self
     }
 
     pub fn with_reindexer(mut self, reindexer: Arc<dyn jobs::Reindexer>) -> Self {
@@ -145,6 +155,11 @@ pub fn app(state: SharedState) -> Router {
         .route("/v1/jobs/{id}", get(jobs::get_job))
         .route("/v1/indexer/status", get(indexer_status))
         .layer(DefaultBodyLimit::max(body_limit))
+        // Last, so it wraps every route above (and sees its MatchedPath) and runs first.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ))
         .with_state(state)
 }
 

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use axum::Json;
 use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hbidx_indexer::{Condition, MatchMode};
@@ -14,6 +14,7 @@ use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
 use hbidx_store::Row;
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Caller;
 use crate::extract::{ApiJson, QueryPairs};
 use crate::{ApiError, SharedState, TableRuntime};
 
@@ -251,14 +252,102 @@ fn index_only_row(table: &TableConfig, rowkey: &[u8]) -> RowOut {
     }
 }
 
+/// The field kinds a lookup's parameters name (`phone`, `phone_suffix`, `name`, …), for the
+/// audit line: resolved through the table's fields, so neither values nor unknown parameter
+/// names (which are caller text) are ever logged. Also returns how many values were given.
+fn param_kinds(table: &TableConfig, pairs: &[(String, String)]) -> (Vec<String>, usize) {
+    let mut kinds: Vec<String> = Vec::new();
+    let mut values = 0;
+    for (name, _) in pairs {
+        let (base, suffix) = match name.strip_suffix("_suffix") {
+            Some(base) => (base, "_suffix"),
+            None => (name.as_str(), ""),
+        };
+        if let Some(field) = resolve_field(table, base) {
+            values += 1;
+            let kind = format!("{}{suffix}", field.kind.as_str());
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+    }
+    (kinds, values)
+}
+
+/// The audit line of one lookup (tracing target `audit`): the caller's key id, the table, the
+/// field kinds, how many values, and the result count or the error status. Never the values.
+pub(crate) fn audit_lookup<T>(
+    caller: Option<&Caller>,
+    operation: &'static str,
+    runtime: Option<&TableRuntime>,
+    kinds: &[String],
+    values: usize,
+    result: &Result<T, ApiError>,
+    count: impl FnOnce(&T) -> usize,
+) {
+    let key = caller.map_or("-", |caller| &*caller.key_id);
+    // Only configured table names: the path segment of an unknown table is caller text.
+    let table = runtime.map_or("-", |runtime| runtime.config.name.as_str());
+    let fields = kinds.join(",");
+    let fields = fields.as_str();
+    match result {
+        Ok(answer) => tracing::info!(
+            target: "audit",
+            key,
+            operation,
+            table,
+            fields,
+            values,
+            results = count(answer),
+            status = 200u16,
+            "lookup"
+        ),
+        Err(err) => tracing::info!(
+            target: "audit",
+            key,
+            operation,
+            table,
+            fields,
+            values,
+            results = 0usize,
+            status = err.status().as_u16(),
+            "lookup"
+        ),
+    }
+}
+
 pub async fn get_rows(
     State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
     Path(table_name): Path<String>,
     QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<RowsResponse>, ApiError> {
+    let result = lookup_rows(&state, &table_name, &pairs).await;
+    let runtime = state.tables.get(&table_name);
+    let (kinds, values) = runtime.map_or_else(
+        || (Vec::new(), 0),
+        |runtime| param_kinds(&runtime.config, &pairs),
+    );
+    audit_lookup(
+        caller.as_deref(),
+        "lookup",
+        runtime,
+        &kinds,
+        values,
+        &result,
+        |answer| answer.count,
+    );
+    result.map(Json)
+}
+
+async fn lookup_rows(
+    state: &SharedState,
+    table_name: &str,
+    pairs: &[(String, String)],
+) -> Result<RowsResponse, ApiError> {
     let started = Instant::now();
-    let runtime = state.table(&table_name)?;
-    let query = parse_rows_query(runtime, &pairs, &state.limits)?;
+    let runtime = state.table(table_name)?;
+    let query = parse_rows_query(runtime, pairs, &state.limits)?;
     state.counters.lookups.fetch_add(1, Ordering::Relaxed);
     // A term lookup in a memory-mapped index takes microseconds: fine on the async runtime.
     let page = runtime
@@ -275,13 +364,13 @@ pub async fn get_rows(
             .iter()
             .map(|rowkey| index_only_row(table, rowkey))
             .collect();
-        return Ok(Json(RowsResponse {
+        return Ok(RowsResponse {
             count: rows.len(),
             rows,
             next_cursor,
             dropped_stale: 0,
             took_ms: took_ms(started),
-        }));
+        });
     }
     let fetch = fetch_columns(table, &query.conditions, query.columns.as_deref());
     let fetched = state
@@ -310,13 +399,13 @@ pub async fn get_rows(
         .counters
         .rows_returned
         .fetch_add(rows.len() as u64, Ordering::Relaxed);
-    Ok(Json(RowsResponse {
+    Ok(RowsResponse {
         count: rows.len(),
         rows,
         next_cursor,
         dropped_stale: dropped,
         took_ms: took_ms(started),
-    }))
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -360,11 +449,44 @@ type ValueHits = (Condition, Vec<Vec<u8>>);
 
 pub async fn batch_lookup(
     State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
     Path(table_name): Path<String>,
-    ApiJson(request): ApiJson<BatchLookupRequest>,
+    request: Result<ApiJson<BatchLookupRequest>, ApiError>,
 ) -> Result<Json<BatchResponse>, ApiError> {
+    let runtime = state.tables.get(&table_name);
+    // A body that doesn't parse is audited too (as a failed lookup of unknown kind).
+    let (kinds, values) = match (&request, runtime) {
+        (Ok(ApiJson(request)), Some(runtime)) => (
+            resolve_field(&runtime.config, &request.field)
+                .map(|field| vec![field.kind.as_str().to_string()])
+                .unwrap_or_default(),
+            request.values.len(),
+        ),
+        _ => (Vec::new(), 0),
+    };
+    let result = match request {
+        Ok(ApiJson(request)) => batch_lookup_rows(&state, &table_name, request).await,
+        Err(err) => Err(err),
+    };
+    audit_lookup(
+        caller.as_deref(),
+        "batch_lookup",
+        runtime,
+        &kinds,
+        values,
+        &result,
+        |answer| answer.count,
+    );
+    result.map(Json)
+}
+
+async fn batch_lookup_rows(
+    state: &SharedState,
+    table_name: &str,
+    request: BatchLookupRequest,
+) -> Result<BatchResponse, ApiError> {
     let started = Instant::now();
-    let runtime = state.table(&table_name)?;
+    let runtime = state.table(table_name)?;
     let table = &runtime.config;
     let limits = &state.limits;
     if request.values.is_empty() || request.values.len() > limits.max_batch_values {
@@ -495,10 +617,10 @@ pub async fn batch_lookup(
         stale.dedup();
         crate::repair::schedule(&state, runtime, stale);
     }
-    Ok(Json(BatchResponse {
+    Ok(BatchResponse {
         results,
         count,
         dropped_stale: dropped,
         took_ms: took_ms(started),
-    }))
+    })
 }

@@ -11,14 +11,15 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::Json;
 use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use hbidx_indexer::CHANGE_FEED;
 use hbidx_schema::codec::printable;
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Caller;
 use crate::extract::{ApiJson, QueryPairs};
 use crate::{ApiError, SharedState, TableRuntime};
 
@@ -351,21 +352,42 @@ pub async fn rowkey(
 /// index involved). With a random salt every candidate rowkey is fetched.
 pub async fn get_row(
     State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
     Path((table_name, key)): Path<(String, String)>,
     QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<crate::lookup::RowsResponse>, ApiError> {
+    let result = read_row(&state, &table_name, &key, &pairs).await;
+    // Reading a row by its key is audited like a lookup (kind "key"): it returns the same data.
+    crate::lookup::audit_lookup(
+        caller.as_deref(),
+        "get_row",
+        state.tables.get(&table_name),
+        &["key".to_string()],
+        1,
+        &result,
+        |answer| answer.count,
+    );
+    result.map(Json)
+}
+
+async fn read_row(
+    state: &SharedState,
+    table_name: &str,
+    key: &str,
+    pairs: &[(String, String)],
+) -> Result<crate::lookup::RowsResponse, ApiError> {
     let started = Instant::now();
-    let runtime = state.table(&table_name)?;
+    let runtime = state.table(table_name)?;
     let table = &runtime.config;
     let mut columns = None;
-    for (name, value) in &pairs {
+    for (name, value) in pairs {
         match name.as_str() {
             "columns" => columns = Some(crate::lookup::parse_columns(table, "columns", value)?),
             other => return Err(ApiError::bad_request(other, "unknown parameter")),
         }
     }
     let codec = &table.rowkey;
-    let rowkeys = existing_rowkeys(codec, &key)?;
+    let rowkeys = existing_rowkeys(codec, key)?;
     let fetched = state
         .store
         .get_rows(&table.name, &rowkeys, columns.as_deref())
@@ -380,11 +402,11 @@ pub async fn get_row(
             what: format!("row with key \"{key}\" in table \"{}\"", table.name),
         });
     }
-    Ok(Json(crate::lookup::RowsResponse {
+    Ok(crate::lookup::RowsResponse {
         count: rows.len(),
         rows,
         next_cursor: None,
         dropped_stale: 0,
         took_ms: took_ms(started),
-    }))
+    })
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use hbidx_indexer::{CHANGE_FEED, WriterOptions, open_table_index};
+use hbidx_query::auth::{Auth, SecurityConfig};
 use hbidx_query::{AppState, TableRuntime, app};
 use hbidx_schema::model::{CellOp, Mutation};
 use hbidx_store::{EmbeddedStore, RowStore};
@@ -54,20 +55,29 @@ async fn stale_index_hits_are_dropped_and_counted() {
         .unwrap();
 
     let (_tx, indexed) = tokio::sync::watch::channel(checkpoint);
+    let key = hbidx_query::auth::generate_key();
+    let mut security = SecurityConfig::default();
+    security
+        .add_plaintext_key("test", &key, "test key")
+        .unwrap();
     let row_store: Arc<dyn RowStore> = store.clone();
-    let state = Arc::new(AppState::new(
-        row_store,
-        vec![TableRuntime {
-            config: table.clone(),
-            searcher,
-            indexed,
-            stats: Default::default(),
-            publisher: None,
-        }],
-    ));
+    let state = Arc::new(
+        AppState::new(
+            row_store,
+            vec![TableRuntime {
+                config: table.clone(),
+                searcher,
+                indexed,
+                stats: Default::default(),
+                publisher: None,
+            }],
+        )
+        .with_auth(Auth::new(&security)),
+    );
     let response = app(state.clone())
         .oneshot(
             Request::get("/v1/tables/user/rows?phone=13800138000")
+                .header("authorization", format!("Bearer {key}"))
                 .body(Body::empty())
                 .unwrap(),
         )

@@ -248,3 +248,40 @@ fn ring_growth_moves_about_one_in_n_plus_one() {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Whatever a log line around it looks like, a mobile number or an idcard in any common
+    /// spelling never survives `mask_pii_in_text` with all its digits.
+    #[test]
+    fn log_masking_hides_phones_and_idcards(
+        second in 3u8..=9,
+        rest in "[0-9]{9}",
+        id17 in "[0-9]{17}",
+        check in "[0-9Xx]",
+        spelling in 0usize..6,
+        before in "[a-z =:\"{,]{0,12}",
+        after in "[a-z =:\"},]{0,12}",
+    ) {
+        use hbidx_schema::normalize::mask_pii_in_text;
+        let phone = format!("1{second}{rest}");
+        let spelled = match spelling {
+            0 => phone.clone(),
+            1 => format!("+86{phone}"),
+            2 => format!("0086{phone}"),
+            3 => format!("{}-{}-{}", &phone[..3], &phone[3..7], &phone[7..]),
+            4 => format!("+86 {} {} {}", &phone[..3], &phone[3..7], &phone[7..]),
+            _ => format!("{}.{}.{}", &phone[..3], &phone[3..7], &phone[7..]),
+        };
+        let line = format!("{before}{spelled}{after}");
+        let masked = mask_pii_in_text(&line);
+        prop_assert!(!masked.contains(&phone), "{}", masked);
+        prop_assert!(masked.contains(&format!("{}****{}", &phone[..3], &phone[7..])), "{}", masked);
+
+        let idcard = format!("{id17}{check}");
+        let line = format!("{before}{idcard}{after}");
+        let masked = mask_pii_in_text(&line);
+        prop_assert!(!masked.contains(&id17[3..14]), "{}", masked);
+    }
+}

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The API key every test server is started with (`HBIDX_API_KEY`, so it has every scope) and
+/// every helper request sends.
+pub const TEST_API_KEY: &str = "hbidx_test_key_0123456789abcdefghijklmnop";
+
 pub struct Server {
     pub child: Child,
     pub base: String,
@@ -21,10 +25,30 @@ pub struct Server {
 }
 
 impl Server {
-    /// Runs `hbidx <args> --listen 127.0.0.1:0 --data-dir <dir>` and waits for its
-    /// "listening on" line.
+    /// Runs `hbidx <args> --listen 127.0.0.1:0 --data-dir <dir>` with [`TEST_API_KEY`] and
+    /// waits for its "listening on" line.
     pub fn start(subcommand: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
+        Self::start_with_env(
+            subcommand,
+            data_dir,
+            extra,
+            &[("HBIDX_API_KEY", TEST_API_KEY)],
+        )
+    }
+
+    /// [`Server::start`] with these environment variables instead of the test key
+    /// (`HBIDX_API_KEY` is removed unless given here).
+    pub fn start_with_env(
+        subcommand: &[&str],
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_hbidx"));
+        command.env_remove("HBIDX_API_KEY");
+        for (name, value) in env {
+            command.env(name, value);
+        }
         command
             .args(subcommand)
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
@@ -116,15 +140,29 @@ impl Drop for Server {
     }
 }
 
+/// A client that sends `Authorization: Bearer TEST_API_KEY` on every request.
 pub fn client() -> reqwest::blocking::Client {
+    client_with_key(Some(TEST_API_KEY))
+}
+
+/// A client with another key, or none.
+pub fn client_with_key(key: Option<&str>) -> reqwest::blocking::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = key {
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {key}").parse().expect("header value"),
+        );
+    }
     reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))
+        .default_headers(headers)
         .build()
         .expect("client")
 }
 
 /// Sends a request and parses the JSON answer, returning (status, body).
-fn send(request: reqwest::blocking::RequestBuilder) -> (u16, Value) {
+pub fn send(request: reqwest::blocking::RequestBuilder) -> (u16, Value) {
     let response = request.send().expect("request");
     let status = response.status().as_u16();
     (status, response.json().unwrap_or(Value::Null))

@@ -1,0 +1,98 @@
+//! `hbidx keys new|hash` and the API keys a server starts with.
+
+use std::io::BufRead;
+
+use anyhow::{Context, Result, anyhow, bail};
+use hbidx_query::auth::{self, Auth, Scope, SecurityConfig};
+use hbidx_schema::config::Config;
+
+/// The audit id of the key given with `--api-key` / `HBIDX_API_KEY`.
+pub const CLI_KEY_ID: &str = "cli";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScopeArg {
+    Lookup,
+    Write,
+    Admin,
+}
+
+impl From<ScopeArg> for Scope {
+    fn from(arg: ScopeArg) -> Self {
+        match arg {
+            ScopeArg::Lookup => Scope::Lookup,
+            ScopeArg::Write => Scope::Write,
+            ScopeArg::Admin => Scope::Admin,
+        }
+    }
+}
+
+/// `hbidx keys new`: a fresh key for the client and the `[[security.keys]]` entry (with only
+/// its hash) for the server's config.
+pub fn new_key(id: &str, scopes: &[ScopeArg]) -> Result<()> {
+    let scopes: Vec<&str> = scopes.iter().map(|s| Scope::from(*s).as_str()).collect();
+    let key = auth::generate_key();
+    let entry = format!(
+        "[[security.keys]]\nid = \"{id}\"\nsha256 = \"{}\"\nscopes = [{}]\n",
+        hex::encode(auth::hash_key(&key)),
+        scopes
+            .iter()
+            .map(|s| format!("\"{s}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // The entry is validated the way the server will read it, so a bad --id fails here.
+    let table: toml::Table = toml::from_str(&entry).context("building the config entry")?;
+    SecurityConfig::from_raw(table.get("security")).map_err(|err| anyhow!("{err}"))?;
+    println!("# API key for the client (shown once; hbidx keeps only its hash):");
+    println!("{key}");
+    println!("\n# Config entry for the server:");
+    print!("{entry}");
+    Ok(())
+}
+
+/// `hbidx keys hash [KEY]`: the SHA-256 (hex) that `[[security.keys]] sha256` takes. Without KEY
+/// the key is read from the first line of stdin, so it stays out of shell history.
+pub fn hash(key: Option<String>) -> Result<()> {
+    let key = match key {
+        Some(key) => key,
+        None => {
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .context("reading the key from stdin")?;
+            line.trim_end_matches(['\r', '\n']).to_string()
+        }
+    };
+    auth::check_plaintext_key(&key).map_err(|reason| anyhow!("{reason}"))?;
+    println!("{}", hex::encode(auth::hash_key(&key)));
+    Ok(())
+}
+
+/// The keys of `[security]` plus the one given on the command line, if any.
+pub fn security_config(config: &Config, api_key: Option<&str>) -> Result<SecurityConfig> {
+    let mut security =
+        SecurityConfig::from_raw(config.raw_security.as_ref()).map_err(|err| anyhow!("{err}"))?;
+    if let Some(key) = api_key {
+        security
+            .add_plaintext_key(CLI_KEY_ID, key, "--api-key / HBIDX_API_KEY")
+            .map_err(|err| anyhow!("{err}"))?;
+    }
+    Ok(security)
+}
+
+/// The keys `hbidx serve` accepts. With none at all it refuses to start: every route but the
+/// health checks needs a key, so such a server would only ever answer 401, and generating one
+/// (as the demo does) would put a credential into the server's log.
+pub fn serve_auth(config: &Config, api_key: Option<&str>) -> Result<Auth> {
+    let security = security_config(config, api_key)?;
+    if security.keys.is_empty() {
+        bail!(
+            "no API keys: every route but /healthz and /readyz needs one. Add [[security.keys]] \
+             to the config (`hbidx keys new` prints a key and its entry) or pass --api-key KEY \
+             (or set HBIDX_API_KEY)"
+        );
+    }
+    tracing::info!(keys = security.keys.len(), "API keys loaded");
+    Ok(Auth::new(&security))
+}

@@ -1,0 +1,457 @@
+//! API keys, scopes, rate limits, the audit log and personal data in logs, over real HTTP
+//! against the real binary.
+
+mod util;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use util::{Server, TEST_API_KEY, client_with_key, eventually, send};
+
+/// `hbidx keys new --id ID --scope …` as a user runs it: (key, config entry).
+fn new_key(id: &str, scopes: &str) -> (String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(["keys", "new", "--id", id, "--scope", scopes])
+        .output()
+        .expect("hbidx runs");
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty());
+    let key = lines.next().expect("a key line").to_string();
+    let entry: Vec<&str> = lines.collect();
+    (key, entry.join("\n") + "\n")
+}
+
+fn idcard(birth: &str, seq: u32) -> String {
+    let first17 = format!("110101{birth}{seq:03}");
+    let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
+    format!("{first17}{check}")
+}
+
+fn config_with(dir: &std::path::Path, security: &str) -> std::path::PathBuf {
+    let text = format!(
+        "{}\n{security}",
+        include_str!("../deploy/config/hbidx.toml")
+    );
+    let path = dir.join("hbidx.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn call(
+    key: Option<&str>,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let mut request = client_with_key(key).request(method, url);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    send(request)
+}
+
+#[test]
+fn keys_scopes_rate_limits_and_open_health_checks() {
+    let (reader, reader_entry) = new_key("reader", "lookup");
+    let (writer, writer_entry) = new_key("writer", "write");
+    let (ops, ops_entry) = new_key("ops", "admin");
+    let dir = tempfile::tempdir().unwrap();
+    let reader_entry = reader_entry.replace(
+        "scopes",
+        "rate_limit = { per_second = 1, burst = 3 }\nscopes",
+    );
+    let config = config_with(
+        dir.path(),
+        &format!("{reader_entry}\n{writer_entry}\n{ops_entry}"),
+    );
+    let server = Server::start_with_env(
+        &["serve"],
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let rows = server.url("/v1/tables/user/rows");
+    let person = json!({"cells": {"info:name": "张三", "info:phone": "13800138000"}});
+    let batch = json!({"field": "phone", "values": ["13800138000"]});
+    let reindex = json!({"from": "kafka"});
+    use reqwest::Method as M;
+
+    // Health checks are open: probes can't send keys.
+    assert_eq!(call(None, M::GET, &server.url("/healthz"), None).0, 200);
+    assert_eq!(call(None, M::GET, &server.url("/readyz"), None).0, 200);
+
+    // Every other route refuses a caller without a key, with the one error shape.
+    let routes: Vec<(M, String, Option<&Value>)> = vec![
+        (M::GET, server.url("/v1/tables"), None),
+        (M::GET, format!("{rows}?phone=13800138000"), None),
+        (M::POST, format!("{rows}:batch-lookup"), Some(&batch)),
+        (M::GET, format!("{rows}/u1"), None),
+        (M::PUT, format!("{rows}/u1"), Some(&person)),
+        (M::DELETE, format!("{rows}/u1"), None),
+        (M::GET, server.url("/v1/tables/user/rowkey?key=u1"), None),
+        (
+            M::POST,
+            server.url("/v1/tables/user/reindex"),
+            Some(&reindex),
+        ),
+        (M::GET, server.url("/v1/jobs/1"), None),
+        (M::GET, server.url("/v1/indexer/status"), None),
+        (M::GET, server.url("/no/such/route"), None),
+    ];
+    for (method, url, body) in &routes {
+        let (status, answer) = call(None, method.clone(), url, *body);
+        assert_eq!(status, 401, "{method} {url}: {answer}");
+        assert_eq!(answer["error"]["code"], "unauthorized", "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("Authorization: Bearer <key>"),
+            "{answer}"
+        );
+        // A key that isn't configured is refused the same way.
+        let (status, answer) = call(
+            Some("hbidx_not_a_key_of_this_server_00000"),
+            method.clone(),
+            url,
+            *body,
+        );
+        assert_eq!(
+            (status, answer["error"]["message"].as_str()),
+            (401, Some("unknown API key")),
+            "{method} {url}"
+        );
+    }
+    let response = client_with_key(None)
+        .get(format!("{rows}?phone=13800138000"))
+        .send()
+        .unwrap();
+    assert_eq!(
+        response.headers()["www-authenticate"],
+        "Bearer realm=\"hbidx\""
+    );
+    let response = reqwest::blocking::Client::new()
+        .get(format!("{rows}?phone=13800138000"))
+        .basic_auth("reader", Some(&reader))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 401);
+
+    // Scopes: each key does its own job only; admin does not imply lookup.
+    let (status, body) = call(
+        Some(&writer),
+        M::PUT,
+        &format!("{rows}/u1?wait=indexed"),
+        Some(&person),
+    );
+    assert_eq!(status, 200, "{body}");
+    for (key, method, url, body, scope) in [
+        (
+            &reader,
+            M::PUT,
+            format!("{rows}/u2"),
+            Some(&person),
+            "write",
+        ),
+        (&reader, M::DELETE, format!("{rows}/u1"), None, "write"),
+        (
+            &reader,
+            M::GET,
+            server.url("/v1/indexer/status"),
+            None,
+            "admin",
+        ),
+        (
+            &writer,
+            M::GET,
+            format!("{rows}?phone=13800138000"),
+            None,
+            "lookup",
+        ),
+        (&writer, M::GET, format!("{rows}/u1"), None, "lookup"),
+        (
+            &ops,
+            M::GET,
+            format!("{rows}?phone=13800138000"),
+            None,
+            "lookup",
+        ),
+        (
+            &ops,
+            M::POST,
+            format!("{rows}:batch-lookup"),
+            Some(&batch),
+            "lookup",
+        ),
+        (&ops, M::PUT, format!("{rows}/u3"), Some(&person), "write"),
+    ] {
+        let (status, answer) = call(Some(key), method.clone(), &url, body);
+        assert_eq!(status, 403, "{method} {url}: {answer}");
+        assert_eq!(answer["error"]["code"], "forbidden");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("\"{scope}\" scope")) && message.contains(method.as_str()),
+            "{message}"
+        );
+    }
+    let (status, body) = call(Some(&ops), M::GET, &server.url("/v1/indexer/status"), None);
+    assert_eq!(
+        (status, body["tables"]["user"]["rows"].as_u64()),
+        (200, Some(1))
+    );
+    // Any key may list the tables.
+    for key in [&reader, &writer, &ops] {
+        assert_eq!(
+            call(Some(key), M::GET, &server.url("/v1/tables"), None).0,
+            200
+        );
+    }
+
+    // Rate limit: the reader's bucket holds 3 and refills at 1/s. Refusals by scope don't
+    // take tokens, the table list took one: wait for a full bucket, then drain it.
+    std::thread::sleep(Duration::from_millis(3100));
+    let lookup = format!("{rows}?phone=13800138000");
+    let mut answers = Vec::new();
+    let limited = loop {
+        let response = client_with_key(Some(&reader)).get(&lookup).send().unwrap();
+        if response.status() == 429 {
+            break response;
+        }
+        assert_eq!(response.status(), 200);
+        answers.push(response.status());
+        assert!(answers.len() <= 5, "no 429 after {} lookups", answers.len());
+    };
+    assert!(
+        answers.len() >= 3,
+        "the burst of 3 was not allowed: {answers:?}"
+    );
+    assert_eq!(limited.headers()["retry-after"], "1");
+    let body: Value = limited.json().unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"reader\" is over its rate limit (1/s, burst 3)"),
+        "{body}"
+    );
+    // Other keys have their own buckets; the limited one works again after Retry-After.
+    assert_eq!(
+        call(Some(&ops), M::GET, &server.url("/v1/indexer/status"), None).0,
+        200
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    let (status, body) = call(Some(&reader), M::GET, &lookup, None);
+    assert_eq!((status, body["count"].as_u64()), (200, Some(1)), "{body}");
+    // Refusals are audited with the key id and the route pattern.
+    let log = server.log_text();
+    assert!(
+        log.lines().any(|l| l.contains("audit")
+            && l.contains("refused")
+            && l.contains("key=\"reader\"")
+            && l.contains("route=\"/v1/indexer/status\"")
+            && l.contains("status=403")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("refused") && l.contains("key=\"-\"") && l.contains("status=401")),
+        "{log}"
+    );
+    // The plaintext keys are never logged.
+    for key in [&reader, &writer, &ops] {
+        assert!(!log.contains(key.as_str()), "a key is in the log");
+    }
+}
+
+#[test]
+fn serve_without_any_key_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("HBIDX_API_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("no API keys") && stderr.contains("hbidx keys new"),
+        "{stderr}"
+    );
+    // A key too short to be a real one is refused, naming where it came from.
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("HBIDX_API_KEY", "secret")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--api-key / HBIDX_API_KEY: an API key must be at least 24 characters"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret"), "{stderr}");
+}
+
+#[test]
+fn demo_generates_and_prints_a_key_when_given_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with_env(&["demo", "--rows", "200"], dir.path(), &[], &[]);
+    let key = eventually("the demo prints its key", Duration::from_secs(10), || {
+        server.log_text().lines().find_map(|line| {
+            line.trim()
+                .strip_prefix("export HBIDX_API_KEY=")
+                .map(str::to_string)
+        })
+    });
+    assert!(key.starts_with("hbidx_") && key.len() >= 40, "{key}");
+    let url = server.url("/v1/tables/user/rows?name=zhangsan&match=pinyin");
+    assert_eq!(call(None, reqwest::Method::GET, &url, None).0, 401);
+    assert_eq!(call(Some(&key), reqwest::Method::GET, &url, None).0, 200);
+    // The test key was not given, so it doesn't work here.
+    assert_eq!(
+        call(Some(TEST_API_KEY), reqwest::Method::GET, &url, None).0,
+        401
+    );
+}
+
+/// Every digit run of `value` of 7 or more digits: a log that shows any of them shows too much
+/// of the number (a mask keeps 3 + 4).
+fn needles(value: &str) -> Vec<String> {
+    let digits: String = value.chars().filter(char::is_ascii_digit).collect();
+    let mut needles = vec![value.to_string(), digits.clone()];
+    for start in 0..digits.len().saturating_sub(6) {
+        needles.push(digits[start..start + 7].to_string());
+    }
+    needles
+}
+
+#[test]
+fn no_phone_or_idcard_reaches_the_logs_at_debug_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &["serve"],
+        dir.path(),
+        &["--log", "debug", "--log-format", "json"],
+    );
+    let rows = server.url("/v1/tables/user/rows");
+    let phone_a = "15866602417";
+    let phone_b = "17755501938";
+    let id_a = idcard("19870412", 583);
+    let id_b = idcard("19921130", 46);
+    // Malformed values: 12 digits, and a valid idcard with a wrong check digit.
+    let bad_phone = "158666024179";
+    let bad_id = {
+        let mut id = id_b.clone();
+        let last = id.pop().unwrap();
+        id.push(if last == '0' { '1' } else { '0' });
+        id
+    };
+    let c = util::client();
+    let put =
+        |key: &str, phone: &str, id: &str| {
+            send(c.put(format!("{rows}/{key}?wait=indexed")).json(
+                &json!({"cells": {"info:name": "李四", "info:phone": phone, "info:idcard": id}}),
+            ))
+        };
+    assert_eq!(put("p1", "+86 158-6660-2417", &id_a).0, 200);
+    assert_eq!(put("p2", phone_b, &id_b.to_lowercase()).0, 200);
+    let (status, body) = put("p3", bad_phone, &id_a);
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("cells.info:phone"))
+    );
+    let (status, body) = put("p4", phone_a, &bad_id);
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("cells.info:idcard"))
+    );
+
+    let get = |query: &str| send(c.get(format!("{rows}?{query}")));
+    assert_eq!(get(&format!("phone={phone_a}")).1["count"], 1);
+    assert_eq!(get("phone=%2B86%20158%206660%202417").1["count"], 1);
+    assert_eq!(get(&format!("idcard={id_a}")).1["count"], 1);
+    assert_eq!(
+        get(&format!("idcard={}", id_b.to_lowercase())).1["count"],
+        1
+    );
+    assert_eq!(get("phone_suffix=02417").1["count"], 1);
+    assert_eq!(get(&format!("phone={bad_phone}")).0, 400);
+    assert_eq!(get(&format!("idcard={bad_id}")).0, 400);
+    assert_eq!(get(&format!("{phone_b}=1")).0, 400);
+    let (status, body) = send(c.post(format!("{rows}:batch-lookup")).json(&json!({
+        "field": "phone",
+        "values": [phone_a, bad_phone, phone_b, "+86 177 5550 1938"],
+    })));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["count"], 3, "{body}");
+    assert!(body["results"][1]["error"].is_string(), "{body}");
+    let (status, _) = send(c.post(format!("{rows}:batch-lookup")).json(&json!({
+        "field": "idcard", "values": [id_a, bad_id], "match": "nonsense",
+    })));
+    assert_eq!(status, 400);
+    assert_eq!(send(c.get(format!("{rows}/p1"))).0, 200);
+    assert_eq!(send(c.delete(format!("{rows}/p2?wait=indexed"))).0, 200);
+
+    server_stop_and_check(
+        server,
+        &[phone_a, phone_b, bad_phone, &id_a, &id_b, &bad_id],
+    );
+}
+
+fn server_stop_and_check(server: Server, values: &[&str]) {
+    // A graceful stop flushes the last lines (and logs the shutdown path too).
+    let log = server.log.clone();
+    server.stop();
+    let log = log.lock().unwrap().join("\n");
+    let lines: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    // The capture really is at debug level, and it holds the audit trail.
+    assert!(
+        lines.iter().any(|l| l["level"] == "DEBUG"),
+        "no debug lines captured:\n{log}"
+    );
+    let audit: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["target"] == "audit" && l["fields"]["message"] == "lookup")
+        .collect();
+    // 8 lookups, 2 batch lookups, 1 read by key.
+    assert_eq!(audit.len(), 11, "{log}");
+    let ok_phone = audit
+        .iter()
+        .find(|l| l["fields"]["operation"] == "batch_lookup" && l["fields"]["status"] == 200)
+        .expect("an audited batch lookup");
+    assert_eq!(ok_phone["fields"]["key"], "cli");
+    assert_eq!(ok_phone["fields"]["table"], "user");
+    assert_eq!(ok_phone["fields"]["fields"], "phone");
+    assert_eq!(ok_phone["fields"]["values"], 4);
+    assert_eq!(ok_phone["fields"]["results"], 3);
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["fields"]["fields"] == "phone_suffix" && l["fields"]["results"] == 1),
+        "{log}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|l| l["fields"]["fields"] == "idcard" && l["fields"]["status"] == 400),
+        "{log}"
+    );
+    assert!(!log.contains(TEST_API_KEY), "the API key is in the log");
+    for value in values {
+        for needle in needles(value) {
+            if let Some(line) = log.lines().find(|line| line.contains(&needle)) {
+                panic!("{needle} (from a seeded phone/idcard) is in the log: {line}");
+            }
+        }
+    }
+}
