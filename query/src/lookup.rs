@@ -393,7 +393,7 @@ async fn lookup_rows(
             .counters
             .stale_dropped
             .fetch_add(dropped as u64, Ordering::Relaxed);
-        crate::repair::schedule(&state, runtime, stale);
+        crate::repair::schedule(state, runtime, stale);
     }
     state
         .counters
@@ -615,7 +615,7 @@ async fn batch_lookup_rows(
             .fetch_add(dropped as u64, Ordering::Relaxed);
         stale.sort();
         stale.dedup();
-        crate::repair::schedule(&state, runtime, stale);
+        crate::repair::schedule(state, runtime, stale);
     }
     Ok(BatchResponse {
         results,
