@@ -437,10 +437,6 @@ impl Auth {
         Self { keys }
     }
 
-    pub fn key_count(&self) -> usize {
-        self.keys.len()
-    }
-
     fn identify(&self, headers: &HeaderMap) -> Result<&KeyEntry, Refusal> {
         let value = headers.get(header::AUTHORIZATION).ok_or(Refusal::Missing)?;
         let value = value.to_str().map_err(|_| Refusal::NotBearer)?;
