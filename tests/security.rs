@@ -224,7 +224,11 @@ fn keys_scopes_rate_limits_and_open_health_checks() {
         assert_eq!(response.status(), 200);
         answers.push(response.status());
         // A slow machine refills a token now and then while draining; it still runs dry.
-        assert!(answers.len() <= 10, "no 429 after {} lookups", answers.len());
+        assert!(
+            answers.len() <= 10,
+            "no 429 after {} lookups",
+            answers.len()
+        );
     };
     assert!(
         answers.len() >= 3,
