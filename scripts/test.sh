@@ -5,6 +5,8 @@
 #
 # - cmake, libcurl4-openssl-dev (Debian): rdkafka's `cmake-build` compiles librdkafka from
 #   source; Debian's librdkafka 2.0 can't talk to the test broker. Only curl's header is used.
+# - chromium (Debian): tests/dashboard.rs opens /dashboard in headless Chromium and keeps a
+#   screenshot in target/dashboard.png. Browsers can't be downloaded here; Debian's is used.
 # - tansu 0.6.0 (crates.io) at /opt/tansu/bin/tansu: the broker for tests/kafka.rs. Building it
 #   takes 11-14 minutes once; an installed copy is reused. It is left running on
 #   127.0.0.1:9092 for the next run (in-memory storage, so nothing piles up on disk).
@@ -18,6 +20,8 @@ command -v curl >/dev/null || need+=(curl)
 command -v cmake >/dev/null || need+=(cmake)
 [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] \
   || need+=(libcurl4-openssl-dev)
+# HBIDX_CHROMIUM points the test at another browser binary; then nothing is installed.
+[ -n "${HBIDX_CHROMIUM:-}" ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   log "apt-get install ${need[*]}"
   SUDO=""

@@ -146,7 +146,7 @@ async fn run(
             let (writer, _searcher) =
                 hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
             let (source, targets) = KafkaSource::replay(kafka, table, dead_letters)?;
-            let handle = hbidx_indexer::spawn(writer, Box::new(source), policy)?;
+            let handle = hbidx_indexer::spawn_shadow(writer, Box::new(source), policy)?;
             Ok((handle, targets))
         })
         .await??

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -15,7 +15,8 @@ use hbidx_indexer::{
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
-use hbidx_store::{EmbeddedStore, HbaseStore, RowStore, StoreConfig};
+use hbidx_store::{EmbeddedStore, HbaseStore, MeteredStore, RowStore, StoreConfig};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 /// The running indexers by table. Shared with the reindexer, which replaces a table's indexer
 /// when it swaps in a rebuilt index.
@@ -108,6 +109,22 @@ fn recover_index_dir(index_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The process's Prometheus recorder, installed on first use: the `metrics` facade has one
+/// global recorder, so it is set once here rather than by each command. `None` (and a warning)
+/// if it could not be installed; the service then runs without `/metrics`.
+fn metrics_handle() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| match hbidx_query::telemetry::install_recorder() {
+            Ok(handle) => Some(handle),
+            Err(err) => {
+                tracing::warn!(error = %err, "metrics recorder not installed; /metrics is off");
+                None
+            }
+        })
+        .clone()
+}
+
 /// Opens everything under `data_dir`: `store/` (fjall, unless the rows are in HBase) and
 /// `index/<table>/` (tantivy). `auth` holds the API keys the service will accept.
 pub fn open(
@@ -116,6 +133,10 @@ pub fn open(
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
 ) -> Result<Runtime> {
+    // Before anything records: the indexer threads (and the HBase store's breaker) register
+    // their metric handles when they start, and a handle taken before the recorder exists
+    // stays a no-op for good.
+    let metrics = metrics_handle();
     let table_names: Vec<String> = config.tables.iter().map(|t| t.name.clone()).collect();
     let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) =
         match StoreConfig::from_raw(config.raw_store.as_ref())? {
@@ -179,7 +200,10 @@ pub fn open(
         indexers.insert(table.name.clone(), handle);
     }
     let indexers: Indexers = Arc::new(Mutex::new(indexers));
-    let row_store: Arc<dyn RowStore> = rows.clone();
+    // Every store call of the query path is timed and its failures counted, labelled like the
+    // HBase store's breaker gauge (`store="hbase"`).
+    let store_name = if embedded.is_some() { "embedded" } else { "hbase" };
+    let row_store: Arc<dyn RowStore> = Arc::new(MeteredStore::new(rows.clone(), store_name));
     let reindexer = Arc::new(crate::reindex::TableReindexer {
         wiring,
         indexers: indexers.clone(),
@@ -188,6 +212,9 @@ pub fn open(
         .with_reindexer(reindexer)
         .with_auth(auth);
     state.store_has_feed = embedded.is_some();
+    if let Some(handle) = metrics {
+        state = state.with_metrics(handle);
+    }
     let state = Arc::new(state);
     Ok(Runtime {
         embedded,
@@ -255,6 +282,8 @@ impl Runtime {
     /// Serves HTTP until Ctrl-C / SIGTERM, then commits and stops the indexers.
     pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<()> {
         let app = hbidx_query::app(self.state.clone());
+        // Feeds the dashboard; it stops by itself once the state is dropped.
+        let _sampler = hbidx_query::ops::spawn_sampler(&self.state);
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown_signal())
             .await

@@ -10,7 +10,7 @@ use std::time::Duration;
 use hbidx_schema::model::CellOp;
 use serde_json::{Value, json};
 use util::kafka::{Producer, create_topic, json_source, unique_topic, write_config};
-use util::{Server, eventually, get, post, put};
+use util::{Server, eventually, get, get_text, post, put};
 
 const TS0: i64 = 1_700_000_000_000;
 
@@ -406,6 +406,24 @@ fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {
     assert_eq!(table["partitions"][0]["dead_letters"], 3, "{status}");
     assert!(table["invalid_values"].as_u64().unwrap() >= 1, "{status}");
     assert_eq!(docs(&status, "user"), 3, "{status}");
+    // The same numbers for Prometheus (issue 6), per table and source partition.
+    let (_, text) = get_text(&server.url("/metrics"));
+    let metrics = hbidx_query::ops::parse_exposition(&text);
+    let value = |name: &str| {
+        metrics
+            .iter()
+            .filter(|s| s.name == name && s.label("table") == Some("user"))
+            .map(|s| s.value)
+            .sum::<f64>()
+    };
+    assert_eq!(value("hbidx_dead_letters_total"), 3.0, "{text}");
+    assert!(value("hbidx_indexer_invalid_values_total") >= 1.0, "{text}");
+    assert!(
+        metrics.iter().any(|s| s.name == "hbidx_source_lag_events"
+            && s.label("partition") == Some("0")
+            && s.value == 0.0),
+        "{text}"
+    );
 
     let lines: Vec<Value> = std::fs::read_to_string(data.join("deadletters/user.jsonl"))
         .unwrap()

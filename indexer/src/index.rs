@@ -218,6 +218,12 @@ impl TableIndexWriter {
         self.invalid_values
     }
 
+    /// Size and counts of the committed index, read on the indexer thread after a commit so
+    /// the async side never has to walk segments itself.
+    pub fn stats(&self) -> IndexStats {
+        self.searcher.stats()
+    }
+
     /// Applies one mutation and records `(source, partition, offset)` as applied.
     pub fn apply(
         &mut self,
@@ -690,6 +696,49 @@ impl TableSearcher {
             let state = self.state_at(&searcher, address, &rowkey)?;
             if state.has_values() {
                 out.push((rowkey, state));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every live rowkey (rows with at least one visible value), in no particular order. Reads
+    /// only the `_live` postings and the `_rk` fast-field column, not stored documents, so it
+    /// suits a periodic region report over the whole table; it still walks every live row, so
+    /// call it from a blocking thread.
+    pub fn live_rowkeys(&self) -> Result<Vec<Vec<u8>>> {
+        let searcher = self.reader().searcher();
+        let term = Term::from_field_text(self.fields.live, "1");
+        let mut out = Vec::new();
+        let mut hex_key = String::new();
+        for segment in searcher.segment_readers() {
+            let Some(mut postings) = segment
+                .inverted_index(self.fields.live)?
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(tantivy::TantivyError::from)?
+            else {
+                continue;
+            };
+            let Some(rowkeys) = segment.fast_fields().str("_rk")? else {
+                continue;
+            };
+            let alive = segment.alive_bitset();
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|bits| bits.is_alive(doc)) {
+                    for ord in rowkeys.term_ords(doc) {
+                        hex_key.clear();
+                        rowkeys
+                            .ord_to_str(ord, &mut hex_key)
+                            .map_err(tantivy::TantivyError::from)?;
+                        let rowkey =
+                            hex::decode(&hex_key).map_err(|err| IndexerError::CorruptState {
+                                rowkey: rowkey_ref(hex_key.as_bytes()),
+                                reason: err.to_string(),
+                            })?;
+                        out.push(rowkey);
+                    }
+                }
+                doc = postings.advance();
             }
         }
         Ok(out)

@@ -250,6 +250,14 @@ struct PartitionCounters {
     high_watermark: Option<i64>,
 }
 
+fn dead_letter_counter(table: &str, source: &str) -> metrics::Counter {
+    metrics::counter!(
+        "hbidx_dead_letters_total",
+        "table" => table.to_string(),
+        "source" => source.to_string(),
+    )
+}
+
 pub struct KafkaSource {
     name: String,
     config: KafkaSourceConfig,
@@ -408,6 +416,11 @@ impl KafkaSource {
         replay: bool,
     ) -> Result<Self> {
         let watermarks = watermark_client(&config, &name)?;
+        if !replay {
+            // Exported at 0 from the start, so `rate()` and "no dead letters" both work before
+            // the first one.
+            dead_letter_counter(&config.table, &name).increment(0);
+        }
         Ok(Self {
             name,
             config,
@@ -424,6 +437,11 @@ impl KafkaSource {
 
     fn dead_letter(&mut self, partition: i32, offset: i64, payload: Option<&[u8]>, reason: &str) {
         self.counters.entry(partition).or_default().dead_letters += 1;
+        // A replay (reindex) meets the same bad messages again; they were counted the first
+        // time, so only the live consumer counts.
+        if !self.replay {
+            dead_letter_counter(&self.config.table, &self.name).increment(1);
+        }
         // The reason names what is wrong without quoting values, so it may be logged; the
         // payload (which may hold personal data) goes only to the dead-letter file.
         tracing::warn!(source = %self.name, partition, offset, reason, "event sent to dead letters");

@@ -22,8 +22,12 @@ pub mod state;
 pub use analysis::{Condition, MatchMode};
 pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
-pub use index::{LookupPage, TableIndexWriter, TableSearcher, WriterOptions, open_table_index};
-pub use pipeline::{CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn, spawn_with};
+pub use index::{
+    IndexStats, LookupPage, TableIndexWriter, TableSearcher, WriterOptions, open_table_index,
+};
+pub use pipeline::{
+    CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn, spawn_shadow, spawn_with,
+};
 pub use source::{
     ApplyToStore, CHANGE_FEED, ChangeFeedSource, IdleSource, PartitionReport, Source,
 };

@@ -74,6 +74,92 @@ pub struct IndexerStats {
     /// Repairs for the live indexer (read repair, `verify --repair`). It lives here because
     /// these stats are what a table's successive indexers share across a reindex swap.
     pub repairs: crate::repair::RepairQueue,
+    /// The committed index as of the last commit (see [`IndexStats`](crate::index::IndexStats)),
+    /// refreshed by the indexer thread so readers never walk segments on the async runtime.
+    pub rows: AtomicU64,
+    pub docs: AtomicU64,
+    pub segments: AtomicU64,
+    pub index_bytes: AtomicU64,
+}
+
+/// The indexer's Prometheus metrics, registered once per thread (a handle update is an atomic
+/// add; looking a metric up by name and labels on every poll would hash the key each time).
+///
+/// Only live indexers export: a reindex's shadow indexer replays the whole topic under the same
+/// table name, and counting its events and gauges would make the live table look like it was
+/// indexing (and shrinking) while it was not.
+struct IndexerMetrics {
+    table: String,
+    events: metrics::Counter,
+    commits: metrics::Counter,
+    commit_seconds: metrics::Histogram,
+    errors: metrics::Counter,
+    invalid_values: metrics::Counter,
+    rows: metrics::Gauge,
+    docs: metrics::Gauge,
+    segments: metrics::Gauge,
+    bytes: metrics::Gauge,
+}
+
+impl IndexerMetrics {
+    fn new(table: &str) -> Self {
+        let label = || [("table", table.to_string())];
+        Self {
+            table: table.to_string(),
+            events: metrics::counter!("hbidx_indexer_events_total", &label()),
+            commits: metrics::counter!("hbidx_indexer_commits_total", &label()),
+            commit_seconds: metrics::histogram!("hbidx_indexer_commit_duration_seconds", &label()),
+            errors: metrics::counter!("hbidx_indexer_errors_total", &label()),
+            invalid_values: metrics::counter!("hbidx_indexer_invalid_values_total", &label()),
+            rows: metrics::gauge!("hbidx_index_rows", &label()),
+            docs: metrics::gauge!("hbidx_index_docs", &label()),
+            segments: metrics::gauge!("hbidx_index_segments", &label()),
+            bytes: metrics::gauge!("hbidx_index_bytes", &label()),
+        }
+    }
+
+    /// Per-partition gauges. Partitions are a small, fixed set per source (a topic's partition
+    /// count), so they are safe as labels.
+    fn partitions(&self, partitions: &[PartitionStatus]) {
+        for p in partitions {
+            let labels = [
+                ("table", self.table.clone()),
+                ("source", p.source.clone()),
+                ("partition", p.partition.to_string()),
+            ];
+            if let Some(lag) = p.lag {
+                metrics::gauge!("hbidx_source_lag_events", &labels).set(lag as f64);
+            }
+            if let Some(ms) = p.event_time_lag_ms {
+                metrics::gauge!("hbidx_source_event_time_lag_seconds", &labels)
+                    .set(ms as f64 / 1000.0);
+            }
+            if let Some(offset) = p.checkpoint {
+                metrics::gauge!("hbidx_source_checkpoint_offset", &labels).set(offset as f64);
+            }
+        }
+    }
+}
+
+/// Reads the committed index's counts into `stats` (and the gauges), on the indexer thread.
+fn refresh_index_stats(
+    writer: &TableIndexWriter,
+    stats: &IndexerStats,
+    metrics: Option<&IndexerMetrics>,
+) {
+    let index = writer.stats();
+    stats.rows.store(index.rows, Ordering::Relaxed);
+    stats.docs.store(index.docs, Ordering::Relaxed);
+    stats
+        .segments
+        .store(index.segments as u64, Ordering::Relaxed);
+    stats.index_bytes.store(index.bytes, Ordering::Relaxed);
+    if let Some(m) = metrics {
+        m.rows.set(index.rows as f64);
+        m.docs.set(index.docs as f64);
+        m.segments.set(index.segments as f64);
+        m.bytes.set(index.bytes as f64);
+    }
 }
 
 /// Handle on a running indexer thread.
@@ -117,19 +203,38 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Starts the indexer thread of one table.
+/// Starts the live indexer thread of one table (it exports Prometheus metrics).
 pub fn spawn(
     writer: TableIndexWriter,
     source: Box<dyn Source>,
     policy: CommitPolicy,
 ) -> Result<IndexerHandle> {
     let (publish, _) = watch::channel(writer.checkpoint().clone());
-    spawn_with(
+    start(
         writer,
         source,
         policy,
         Arc::new(publish),
         Arc::new(IndexerStats::default()),
+        true,
+    )
+}
+
+/// Starts an indexer that builds a shadow index (a reindex replay). It keeps its own counters
+/// but exports no metrics: they would be attributed to the live table of the same name.
+pub fn spawn_shadow(
+    writer: TableIndexWriter,
+    source: Box<dyn Source>,
+    policy: CommitPolicy,
+) -> Result<IndexerHandle> {
+    let (publish, _) = watch::channel(writer.checkpoint().clone());
+    start(
+        writer,
+        source,
+        policy,
+        Arc::new(publish),
+        Arc::new(IndexerStats::default()),
+        false,
     )
 }
 
@@ -137,11 +242,22 @@ pub fn spawn(
 /// counters: whoever waits on the table's checkpoint (`?wait=indexed`) keeps working across a
 /// reindex swap.
 pub fn spawn_with(
+    writer: TableIndexWriter,
+    source: Box<dyn Source>,
+    policy: CommitPolicy,
+    publish: Arc<watch::Sender<Checkpoint>>,
+    stats: Arc<IndexerStats>,
+) -> Result<IndexerHandle> {
+    start(writer, source, policy, publish, stats, true)
+}
+
+fn start(
     mut writer: TableIndexWriter,
     mut source: Box<dyn Source>,
     policy: CommitPolicy,
     publish: Arc<watch::Sender<Checkpoint>>,
     stats: Arc<IndexerStats>,
+    export_metrics: bool,
 ) -> Result<IndexerHandle> {
     source.seek(writer.checkpoint())?;
     let table = writer.table().name.clone();
@@ -151,11 +267,12 @@ pub fn spawn_with(
     let thread = {
         let stats = stats.clone();
         let stop = stop.clone();
-        let table = table.clone();
+        let table_for_thread = table.clone();
         let publish = publish.clone();
         std::thread::Builder::new()
             .name(format!("indexer-{table}"))
             .spawn(move || {
+                let metrics = export_metrics.then(|| IndexerMetrics::new(&table_for_thread));
                 run(
                     &mut writer,
                     source.as_mut(),
@@ -163,6 +280,7 @@ pub fn spawn_with(
                     &stats,
                     &stop,
                     &publish,
+                    metrics.as_ref(),
                 )
             })
             .map_err(|err| crate::IndexerError::Source {
@@ -187,8 +305,11 @@ fn run(
     stats: &IndexerStats,
     stop: &AtomicBool,
     publish: &watch::Sender<Checkpoint>,
+    metrics: Option<&IndexerMetrics>,
 ) {
     let table = writer.table().name.clone();
+    // The counts of the index as opened, before anything is applied.
+    refresh_index_stats(writer, stats, metrics);
     let source_name = source.name().to_string();
     let mut first_uncommitted: Option<Instant> = None;
     let mut pending_checkpoint = false;
@@ -227,12 +348,19 @@ fn run(
                                         u64::from(outcome.invalid_values),
                                         Ordering::Relaxed,
                                     );
+                                    if let Some(m) = metrics {
+                                        m.invalid_values
+                                            .increment(u64::from(outcome.invalid_values));
+                                    }
                                 }
                             }
                             Err(err) => {
                                 // An index error (IO, a dead writer) is not the event's fault:
                                 // stop applying and retry from the last checkpoint.
                                 stats.errors.fetch_add(1, Ordering::Relaxed);
+                                if let Some(m) = metrics {
+                                    m.errors.increment(1);
+                                }
                                 tracing::error!(table = %table, error = %err, "apply failed; restarting from the last commit");
                                 failed = true;
                                 break;
@@ -240,6 +368,9 @@ fn run(
                         }
                     }
                     stats.events.fetch_add(applied, Ordering::Relaxed);
+                    if let Some(m) = metrics {
+                        m.events.increment(applied);
+                    }
                     if failed {
                         let rewound = writer.rollback().and_then(|cp| source.seek(&cp));
                         if let Err(err) = rewound {
@@ -258,6 +389,9 @@ fn run(
                 }
                 Err(err) => {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = metrics {
+                        m.errors.increment(1);
+                    }
                     tracing::warn!(table = %table, error = %err, "source poll failed; backing off");
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -295,11 +429,19 @@ fn run(
             let started = Instant::now();
             match source.before_commit().and_then(|()| writer.commit()) {
                 Ok(checkpoint) => {
+                    let took = started.elapsed();
                     stats.commits.fetch_add(1, Ordering::Relaxed);
                     stats.last_commit_ms.store(now_ms(), Ordering::Relaxed);
                     stats
                         .last_commit_micros
-                        .store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                        .store(took.as_micros() as u64, Ordering::Relaxed);
+                    if let Some(m) = metrics {
+                        m.commits.increment(1);
+                        m.commit_seconds.record(took.as_secs_f64());
+                    }
+                    // Before publishing, so whoever sees the checkpoint also sees the counts
+                    // that include it (the status endpoint's `rows` next to its `lag`).
+                    refresh_index_stats(writer, stats, metrics);
                     source.committed(&checkpoint);
                     publish.send_replace(checkpoint);
                     stats.repairs.committed.store(
@@ -312,6 +454,9 @@ fn run(
                 }
                 Err(err) => {
                     stats.errors.fetch_add(1, Ordering::Relaxed);
+                    if let Some(m) = metrics {
+                        m.errors.increment(1);
+                    }
                     tracing::error!(table = %table, error = %err, "index commit failed; will retry");
                     std::thread::sleep(backoff);
                 }
@@ -320,7 +465,7 @@ fn run(
         if reported_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
             reported_at = Some(Instant::now());
             let committed = publish.borrow().clone();
-            update_partitions(stats, &source_name, &committed, source.report());
+            update_partitions(stats, &source_name, &committed, source.report(), metrics);
         }
         if stopping && !pending_checkpoint {
             return;
@@ -333,6 +478,7 @@ fn update_partitions(
     source_name: &str,
     committed: &Checkpoint,
     reports: Vec<crate::source::PartitionReport>,
+    metrics: Option<&IndexerMetrics>,
 ) {
     let now = now_ms() as i64;
     let mut partitions: Vec<PartitionStatus> = reports
@@ -370,6 +516,9 @@ fn update_partitions(
         }
     }
     partitions.sort_by_key(|p| p.partition);
+    if let Some(m) = metrics {
+        m.partitions(&partitions);
+    }
     *stats
         .partitions
         .lock()

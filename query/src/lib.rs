@@ -4,6 +4,9 @@
 //! A lookup resolves field values to rowkeys through the table's tantivy index, multi-gets the
 //! rows from the [`RowStore`](hbidx_store::RowStore), and re-checks every fetched row against the
 //! lookup before answering (an index entry whose row changed or vanished is dropped and counted).
+//!
+//! Ops: [`telemetry`] (Prometheus metrics, `GET /metrics`) and [`ops`] (`GET /dashboard` and
+//! the `GET /v1/ops/summary` it draws).
 
 pub mod auth;
 mod error;
@@ -12,6 +15,8 @@ pub mod jobs;
 mod lookup;
 mod repair;
 pub mod verify;
+pub mod ops;
+pub mod telemetry;
 mod write;
 
 use std::collections::HashMap;
@@ -20,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use hbidx_indexer::{Checkpoint, IndexerStats, TableSearcher};
 use hbidx_schema::config::TableConfig;
@@ -93,6 +99,12 @@ pub struct AppState {
     /// The API keys every route but the health checks requires. Empty by default: a state
     /// built without [`AppState::with_auth`] refuses every authenticated route.
     pub auth: auth::Auth,
+    /// The installed Prometheus recorder, read by `/metrics` and the dashboard sampler; `None`
+    /// when the process has none (the recorder is process-global, so only the binary installs
+    /// it).
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// The dashboard's recent points and region reports.
+    pub ops: ops::Ops,
 }
 
 impl AppState {
@@ -110,11 +122,18 @@ impl AppState {
             store_has_feed: true,
             repair_permits: repair::permits(),
             auth: auth::Auth::default(),
+            metrics: None,
+            ops: ops::Ops::default(),
         }
     }
 
     pub fn with_auth(mut self, auth: auth::Auth) -> Self {
         self.auth = auth;
+        self
+    }
+
+    pub fn with_metrics(mut self, handle: metrics_exporter_prometheus::PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
         self
     }
 
@@ -134,6 +153,12 @@ pub type SharedState = Arc<AppState>;
 
 pub fn app(state: SharedState) -> Router {
     let body_limit = state.limits.max_body_bytes;
+    // Counters that may stay at 0 for a long time are exported at 0 from the start, so
+    // `rate()` works and dashboards show "none" rather than "no data".
+    for table in state.tables.keys() {
+        metrics::counter!("hbidx_lookup_dropped_stale_total", "table" => table.clone())
+            .increment(0);
+    }
     Router::new()
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
@@ -154,12 +179,18 @@ pub fn app(state: SharedState) -> Router {
         .route("/v1/tables/{table}/verify", post(verify::start_verify))
         .route("/v1/jobs/{id}", get(jobs::get_job))
         .route("/v1/indexer/status", get(indexer_status))
+        .route("/v1/ops/summary", get(ops::summary))
+        .route("/metrics", get(telemetry::metrics_text))
+        .route("/dashboard", get(ops::dashboard))
         .layer(DefaultBodyLimit::max(body_limit))
-        // Last, so it wraps every route above (and sees its MatchedPath) and runs first.
+        // Wraps every route above (and sees its MatchedPath); only the metrics layer runs first.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require_key,
         ))
+        // Outermost, so refused requests (401, 403, 429) are counted and timed too; per route,
+        // so requests are labelled by their route template (`MatchedPath`).
+        .route_layer(middleware::from_fn(telemetry::track_http))
         .with_state(state)
 }
 
@@ -207,23 +238,25 @@ async fn indexer_status(
 ) -> axum::Json<serde_json::Value> {
     let mut tables = serde_json::Map::new();
     for (name, table) in &state.tables {
-        let stats = table.searcher.stats();
+        // Index counts come from the indexer thread (refreshed at each commit): walking
+        // segments here would block the runtime.
+        let stats = &table.stats;
         let checkpoint = table.indexed.borrow().clone();
         tables.insert(
             name.clone(),
             serde_json::json!({
                 "checkpoint": checkpoint.positions,
-                "events": table.stats.events.load(Ordering::Relaxed),
-                "commits": table.stats.commits.load(Ordering::Relaxed),
-                "invalid_values": table.stats.invalid_values.load(Ordering::Relaxed),
-                "errors": table.stats.errors.load(Ordering::Relaxed),
-                "last_commit_ms": table.stats.last_commit_ms.load(Ordering::Relaxed),
-                "partitions": *table.stats.partitions.lock().unwrap_or_else(|p| p.into_inner()),
-                "dead_letters": table.stats.partitions.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|p| p.dead_letters).sum::<u64>(),
-                "rows": stats.rows,
-                "docs": stats.docs,
-                "segments": stats.segments,
-                "index_bytes": stats.bytes,
+                "events": stats.events.load(Ordering::Relaxed),
+                "commits": stats.commits.load(Ordering::Relaxed),
+                "invalid_values": stats.invalid_values.load(Ordering::Relaxed),
+                "errors": stats.errors.load(Ordering::Relaxed),
+                "last_commit_ms": stats.last_commit_ms.load(Ordering::Relaxed),
+                "partitions": *stats.partitions.lock().unwrap_or_else(|p| p.into_inner()),
+                "dead_letters": stats.partitions.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|p| p.dead_letters).sum::<u64>(),
+                "rows": stats.rows.load(Ordering::Relaxed),
+                "docs": stats.docs.load(Ordering::Relaxed),
+                "segments": stats.segments.load(Ordering::Relaxed),
+                "index_bytes": stats.index_bytes.load(Ordering::Relaxed),
             }),
         );
     }

@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hbidx_indexer::analysis::ConditionOp;
 use hbidx_indexer::{Condition, MatchMode};
 use hbidx_schema::codec::printable;
 use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
@@ -37,6 +38,41 @@ pub struct RowsResponse {
     /// Index hits dropped because the row no longer matched or no longer existed.
     pub dropped_stale: usize,
     pub took_ms: f64,
+}
+
+/// The match-mode label of a condition (`suffix` is the phone tail lookup).
+fn match_label(condition: &Condition) -> &'static str {
+    match condition.op {
+        ConditionOp::Exact(_) => "exact",
+        ConditionOp::Suffix(_) => "suffix",
+        ConditionOp::Prefix(_) => "prefix",
+        ConditionOp::Partial(_) => "partial",
+        ConditionOp::Pinyin(_) => "pinyin",
+    }
+}
+
+/// Counts a lookup condition by field kind and match mode: never by the value, which is
+/// personal data and unbounded.
+fn count_condition(table: &str, condition: &Condition) {
+    metrics::counter!(
+        "hbidx_lookups_total",
+        "table" => table.to_string(),
+        "kind" => condition.kind.as_str(),
+        "match" => match_label(condition),
+    )
+    .increment(1);
+}
+
+/// Rows one lookup (one batch value) returned, and the stale hits it dropped.
+fn record_hits(table: &str, rows: usize) {
+    metrics::histogram!("hbidx_lookup_hits", "table" => table.to_string()).record(rows as f64);
+}
+
+fn record_dropped(table: &str, dropped: usize) {
+    if dropped > 0 {
+        metrics::counter!("hbidx_lookup_dropped_stale_total", "table" => table.to_string())
+            .increment(dropped as u64);
+    }
 }
 
 fn took_ms(started: Instant) -> f64 {
@@ -349,6 +385,9 @@ async fn lookup_rows(
     let runtime = state.table(table_name)?;
     let query = parse_rows_query(runtime, pairs, &state.limits)?;
     state.counters.lookups.fetch_add(1, Ordering::Relaxed);
+    for condition in &query.conditions {
+        count_condition(table_name, condition);
+    }
     // A term lookup in a memory-mapped index takes microseconds: fine on the async runtime.
     let page = runtime
         .searcher
@@ -364,6 +403,7 @@ async fn lookup_rows(
             .iter()
             .map(|rowkey| index_only_row(table, rowkey))
             .collect();
+        record_hits(&table.name, rows.len());
         return Ok(RowsResponse {
             count: rows.len(),
             rows,
@@ -399,6 +439,8 @@ async fn lookup_rows(
         .counters
         .rows_returned
         .fetch_add(rows.len() as u64, Ordering::Relaxed);
+    record_hits(&table.name, rows.len());
+    record_dropped(&table.name, dropped);
     Ok(RowsResponse {
         count: rows.len(),
         rows,
@@ -537,6 +579,7 @@ async fn batch_lookup_rows(
         };
         match Condition::build(&param, field, field_mode, false, raw) {
             Ok(condition) => {
+                count_condition(&table.name, &condition);
                 let page =
                     runtime
                         .searcher
@@ -600,6 +643,7 @@ async fn batch_lookup_rows(
                     }
                 }
                 count += rows.len();
+                record_hits(&table.name, rows.len());
                 results.push(BatchResult {
                     index,
                     rows: Some(rows),
@@ -617,6 +661,7 @@ async fn batch_lookup_rows(
         stale.dedup();
         crate::repair::schedule(state, runtime, stale);
     }
+    record_dropped(&table.name, dropped);
     Ok(BatchResponse {
         results,
         count,

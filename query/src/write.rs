@@ -172,6 +172,7 @@ async fn write_through(
     state: &SharedState,
     runtime: &TableRuntime,
     mutations: Vec<Mutation>,
+    op: &'static str,
 ) -> Result<Vec<Landed>, ApiError> {
     let table = &runtime.config.name;
     let landed = match &runtime.publisher {
@@ -195,6 +196,7 @@ async fn write_through(
         }
     };
     state.counters.writes.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!("hbidx_writes_total", "table" => table.clone(), "op" => op).increment(1);
     Ok(landed)
 }
 
@@ -261,6 +263,7 @@ pub async fn put_row(
             rowkey: rowkey.clone(),
             ops,
         }],
+        "put",
     )
     .await?;
     if wait {
@@ -299,7 +302,7 @@ pub async fn delete_row(
             ops: vec![CellOp::DeleteRow { ts }],
         })
         .collect();
-    let landed = write_through(&state, runtime, mutations).await?;
+    let landed = write_through(&state, runtime, mutations, "delete").await?;
     if wait {
         wait_indexed(&state, runtime, &landed).await?;
     }

@@ -7,6 +7,7 @@
 //!   semantics (latest version wins, delete tombstones, `VERSIONS => 1`) and a per-table change
 //!   feed written in the same atomic batch as the rows: the coprocessor-style path from a write
 //!   to the indexer, without Kafka.
+//! - [`MeteredStore`]: wraps any of them with call latency and error metrics.
 //!
 //! - [`HbaseStore`]: the implementation over a real HBase cluster's Thrift1 server, with a
 //!   connection pool, deadlines, retries for transport errors and a circuit breaker.
@@ -21,6 +22,7 @@ mod config;
 mod embedded;
 mod error;
 mod hbase;
+mod metered;
 mod row_state;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
@@ -29,4 +31,5 @@ pub use config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
 pub use error::{Result, StoreError};
 pub use hbase::HbaseStore;
+pub use metered::MeteredStore;
 pub use row_state::{RowState, StoredCell};

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod kafka;
 
 use std::io::{BufRead, BufReader};
@@ -107,6 +108,13 @@ impl Server {
         format!("{}{}", self.base, path)
     }
 
+    /// The URL a browser opens for a page of this server, with [`TEST_API_KEY`]. A browser
+    /// can't send headers, so the key goes in the fragment (`/dashboard#key=KEY`), which the
+    /// page reads and never sends to the server.
+    pub fn browser_url(&self, path: &str) -> String {
+        format!("{}#key={TEST_API_KEY}", self.url(path))
+    }
+
     /// SIGKILL: no shutdown hook runs, no final commit.
     pub fn kill9(mut self) {
         self.child.kill().expect("kill");
@@ -170,6 +178,13 @@ pub fn send(request: reqwest::blocking::RequestBuilder) -> (u16, Value) {
 
 pub fn get(url: &str) -> (u16, Value) {
     send(client().get(url))
+}
+
+/// A GET whose answer is text (`/metrics`, `/dashboard`): (status, body).
+pub fn get_text(url: &str) -> (u16, String) {
+    let response = client().get(url).send().expect("request");
+    let status = response.status().as_u16();
+    (status, response.text().unwrap_or_default())
 }
 
 pub fn put(url: &str, body: &Value) -> (u16, Value) {

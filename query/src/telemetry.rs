@@ -1,0 +1,358 @@
+//! Prometheus metrics: the catalogue of every `hbidx_*` metric, the recorder setup, the HTTP
+//! middleware that times requests, and `GET /metrics`.
+//!
+//! Metrics are recorded where the work happens, through the `metrics` facade: the HTTP layer
+//! and lookups here, the indexer thread in `hbidx-indexer` (`pipeline.rs`, `kafka.rs`), store
+//! calls in `hbidx_store::MeteredStore`. Without an installed recorder (unit tests that build
+//! the router directly) every macro is a no-op and `/metrics` answers 404.
+//!
+//! Labels are bounded on purpose: a route is its `MatchedPath` template
+//! (`/v1/tables/{table}/rows`, never the raw URI with keys in it), a lookup is labelled by the
+//! field's kind and match mode, an index by its table, lag by source partition. A value looked
+//! up, a natural key or a rowkey never becomes a label: they would create a series per person
+//! and put personal data into the monitoring system.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::{ApiError, SharedState};
+
+/// What kind of Prometheus metric an entry of [`CATALOGUE`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl MetricKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One exported metric: its name, kind, labels and meaning. The README's metrics table and the
+/// `# HELP` lines come from here.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDoc {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub labels: &'static str,
+    pub help: &'static str,
+}
+
+const fn doc(
+    name: &'static str,
+    kind: MetricKind,
+    labels: &'static str,
+    help: &'static str,
+) -> MetricDoc {
+    MetricDoc {
+        name,
+        kind,
+        labels,
+        help,
+    }
+}
+
+use MetricKind::{Counter, Gauge, Histogram};
+
+/// Every metric hbidx exports. The `hbidx_thrift_*` series and the breaker gauge come from the
+/// HBase store (store/src/hbase.rs, breaker.rs).
+pub const CATALOGUE: &[MetricDoc] = &[
+    doc(
+        "hbidx_build_info",
+        Gauge,
+        "version",
+        "Always 1; the running hbidx version.",
+    ),
+    doc(
+        "hbidx_http_requests_total",
+        Counter,
+        "route, method, status",
+        "HTTP requests answered, by route template and status class (2xx, 4xx, 5xx).",
+    ),
+    doc(
+        "hbidx_http_request_duration_seconds",
+        Histogram,
+        "route, method, status",
+        "Time from request to response head, by route template and status class.",
+    ),
+    doc(
+        "hbidx_lookups_total",
+        Counter,
+        "table, kind, match",
+        "Lookup conditions evaluated, by field kind (phone, idcard, name, keyword) and match \
+         mode (exact, prefix, partial, pinyin, suffix); a batch counts each value.",
+    ),
+    doc(
+        "hbidx_lookup_hits",
+        Histogram,
+        "table",
+        "Rows returned per lookup (per value in a batch), after the re-check.",
+    ),
+    doc(
+        "hbidx_lookup_dropped_stale_total",
+        Counter,
+        "table",
+        "Read repair: index hits dropped because the fetched row no longer matched or existed.",
+    ),
+    doc(
+        "hbidx_writes_total",
+        Counter,
+        "table, op",
+        "Write-through requests accepted (op = put, delete).",
+    ),
+    doc(
+        "hbidx_indexer_events_total",
+        Counter,
+        "table",
+        "Change events applied to the index (the indexing rate is its rate()).",
+    ),
+    doc(
+        "hbidx_indexer_commits_total",
+        Counter,
+        "table",
+        "Index commits.",
+    ),
+    doc(
+        "hbidx_indexer_commit_duration_seconds",
+        Histogram,
+        "table",
+        "Index commit latency, including the store fsync before it and the reader reload.",
+    ),
+    doc(
+        "hbidx_indexer_errors_total",
+        Counter,
+        "table",
+        "Indexer failures: source polls, applies and commits that failed and were retried.",
+    ),
+    doc(
+        "hbidx_indexer_invalid_values_total",
+        Counter,
+        "table",
+        "Indexed column values that failed normalisation (the row is indexed on its other \
+         fields).",
+    ),
+    doc(
+        "hbidx_index_rows",
+        Gauge,
+        "table",
+        "Live rows in the committed index.",
+    ),
+    doc(
+        "hbidx_index_docs",
+        Gauge,
+        "table",
+        "Documents in the committed index, including deleted rows' tombstone documents.",
+    ),
+    doc(
+        "hbidx_index_segments",
+        Gauge,
+        "table",
+        "tantivy segments in the committed index.",
+    ),
+    doc(
+        "hbidx_index_bytes",
+        Gauge,
+        "table",
+        "Size of the committed index on disk.",
+    ),
+    doc(
+        "hbidx_source_lag_events",
+        Gauge,
+        "table, source, partition",
+        "Events written to the source partition and not yet covered by an index commit.",
+    ),
+    doc(
+        "hbidx_source_event_time_lag_seconds",
+        Gauge,
+        "table, source, partition",
+        "Now minus the event time of the last event read, while there is lag; 0 when caught up.",
+    ),
+    doc(
+        "hbidx_source_checkpoint_offset",
+        Gauge,
+        "table, source, partition",
+        "Offset of the last event covered by an index commit.",
+    ),
+    doc(
+        "hbidx_dead_letters_total",
+        Counter,
+        "table, source",
+        "Undecodable events written to the dead-letter file.",
+    ),
+    doc(
+        "hbidx_store_call_duration_seconds",
+        Histogram,
+        "store, op",
+        "Row store call latency (op = get_rows, scan, mutate), failed calls included.",
+    ),
+    doc(
+        "hbidx_store_errors_total",
+        Counter,
+        "store, op, kind",
+        "Row store calls that failed, by error kind (storage, unavailable, corrupt, …).",
+    ),
+    doc(
+        "hbidx_thrift_call_seconds",
+        Histogram,
+        "op, status",
+        "HBase Thrift1 calls including their retries, by Thrift operation and outcome (ok, \
+         error).",
+    ),
+    doc(
+        "hbidx_thrift_errors_total",
+        Counter,
+        "op, kind",
+        "Failed HBase Thrift1 attempts: transport (retried) or rejected (HBase answered with an \
+         error).",
+    ),
+    doc(
+        "hbidx_store_breaker_state",
+        Gauge,
+        "store",
+        "Circuit breaker of a remote store: 0 closed, 1 half-open, 2 open.",
+    ),
+];
+
+/// Latency buckets (seconds) for every `*_seconds` histogram: 100 µs (an in-memory lookup)
+/// up to 10 s (a commit stalled on a slow disk). Buckets, not summaries, so Prometheus can
+/// aggregate across instances and `histogram_quantile` works.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// Buckets for `hbidx_lookup_hits` (rows per lookup; the page limit is 1000).
+pub const HITS_BUCKETS: &[f64] = &[
+    0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+];
+
+/// The recorder hbidx uses, not installed: histograms as buckets, HELP text from the
+/// catalogue once a recorder is installed ([`describe`]).
+pub fn prometheus_builder() -> Result<PrometheusBuilder, BuildError> {
+    PrometheusBuilder::new()
+        .set_buckets(SECONDS_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full("hbidx_lookup_hits".into()), HITS_BUCKETS)
+}
+
+/// Installs the process-wide recorder (once, in the binary) and returns the handle that
+/// `/metrics` and the dashboard read.
+pub fn install_recorder() -> Result<PrometheusHandle, BuildError> {
+    let handle = prometheus_builder()?.install_recorder()?;
+    describe();
+    Ok(handle)
+}
+
+/// Registers the HELP text of every catalogued metric and the build info gauge with the
+/// current recorder.
+pub fn describe() {
+    for metric in CATALOGUE {
+        match metric.kind {
+            MetricKind::Counter => metrics::describe_counter!(metric.name, metric.help),
+            MetricKind::Gauge => metrics::describe_gauge!(metric.name, metric.help),
+            MetricKind::Histogram => metrics::describe_histogram!(metric.name, metric.help),
+        }
+    }
+    metrics::gauge!("hbidx_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// The status class label: a fixed set, unlike the status code space.
+fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// Times every routed request. Installed with `route_layer`, so it runs after routing and
+/// the `MatchedPath` (the route template) is known.
+pub async fn track_http(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |path| path.as_str().to_string());
+    let method = request.method().as_str().to_string();
+    let response = next.run(request).await;
+    let labels = [
+        ("route", route),
+        ("method", method),
+        ("status", status_class(response.status()).to_string()),
+    ];
+    metrics::counter!("hbidx_http_requests_total", &labels).increment(1);
+    metrics::histogram!("hbidx_http_request_duration_seconds", &labels)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics`: the Prometheus text exposition of everything recorded in this process.
+pub async fn metrics_text(State(state): State<SharedState>) -> Result<Response, ApiError> {
+    let handle = state.metrics.as_ref().ok_or_else(|| ApiError::NotFound {
+        what: "metrics (no recorder is installed in this process)".into(),
+    })?;
+    // Rendering formats a few hundred series from in-memory atomics: microseconds, so it runs
+    // inline like a lookup.
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        handle.render(),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_names_are_unique_and_prefixed() {
+        let mut names: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+        assert!(names.iter().all(|n| n.starts_with("hbidx_")), "{names:?}");
+        let before = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), before, "duplicate metric names");
+        for metric in CATALOGUE {
+            match metric.kind {
+                MetricKind::Counter => assert!(metric.name.ends_with("_total"), "{}", metric.name),
+                _ => assert!(!metric.name.ends_with("_total"), "{}", metric.name),
+            }
+        }
+    }
+
+    #[test]
+    fn every_metric_is_documented_in_the_readme() {
+        let readme = include_str!("../../README.md");
+        for metric in CATALOGUE {
+            let row = format!("| `{}` | {} |", metric.name, metric.kind.as_str());
+            assert!(
+                readme.contains(&row),
+                "README lacks the row for {}",
+                metric.name
+            );
+        }
+    }
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(status_class(StatusCode::OK), "2xx");
+        assert_eq!(status_class(StatusCode::NOT_FOUND), "4xx");
+        assert_eq!(status_class(StatusCode::GATEWAY_TIMEOUT), "5xx");
+    }
+}

@@ -1,0 +1,142 @@
+//! `/metrics`, `/v1/ops/summary` and `/dashboard` in process (issue 6): requests and lookups are
+//! counted under bounded labels, looked-up values never reach the metrics, and the router
+//! still works when no recorder is installed.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use hbidx_indexer::{CHANGE_FEED, WriterOptions, open_table_index};
+use hbidx_query::{AppState, TableRuntime, app, telemetry};
+use hbidx_schema::model::{CellOp, Mutation};
+use hbidx_store::{EmbeddedStore, MeteredStore, RowStore};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+const PHONE: &str = "13800138000";
+
+/// One table with one indexed row (u1, PHONE) in the store and the committed index.
+async fn state(dir: &std::path::Path) -> AppState {
+    let config =
+        hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
+    let table = Arc::new(config.table("user").unwrap().clone());
+    let store = Arc::new(EmbeddedStore::open(&dir.join("store"), &["user".into()]).unwrap());
+    let (mut writer, searcher) =
+        open_table_index(&dir.join("index"), table.clone(), &WriterOptions::default()).unwrap();
+    let put = Mutation {
+        table: "user".into(),
+        rowkey: table.rowkey.encode("u1").unwrap(),
+        ops: vec![CellOp::Put {
+            column: "info:phone".into(),
+            ts: 1,
+            value: PHONE.as_bytes().to_vec(),
+        }],
+    };
+    writer.apply(&put, CHANGE_FEED, 0, 1).unwrap();
+    let checkpoint = writer.commit().unwrap();
+    store.mutate(vec![put]).await.unwrap();
+    let (_tx, indexed) = tokio::sync::watch::channel(checkpoint);
+    let row_store: Arc<dyn RowStore> = Arc::new(MeteredStore::new(store, "embedded"));
+    AppState::new(
+        row_store,
+        vec![TableRuntime {
+            config: table,
+            searcher,
+            indexed,
+            stats: Default::default(),
+            publisher: None,
+        }],
+    )
+}
+
+async fn call(router: &axum::Router, uri: &str) -> (StatusCode, String) {
+    let response = router
+        .clone()
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+// current_thread (the default): the local recorder is per thread.
+#[tokio::test]
+async fn requests_and_lookups_are_counted_without_values() {
+    let recorder = telemetry::prometheus_builder().unwrap().build_recorder();
+    let handle = recorder.handle();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let dir = tempfile::tempdir().unwrap();
+    let state = Arc::new(state(dir.path()).await.with_metrics(handle));
+    let router = app(state.clone());
+
+    let (status, body) = call(&router, &format!("/v1/tables/user/rows?phone={PHONE}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("\"count\":1"), "{body}");
+    let (status, _) = call(&router, "/v1/tables/user/rows?phone_suffix=8000").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&router, "/v1/tables/user/rows?phone=12345").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let (status, text) = call(&router, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    let route = "route=\"/v1/tables/{table}/rows\"";
+    for expected in [
+        format!("hbidx_http_requests_total{{{route},method=\"GET\",status=\"2xx\"}} 2"),
+        format!("hbidx_http_requests_total{{{route},method=\"GET\",status=\"4xx\"}} 1"),
+        "hbidx_lookups_total{table=\"user\",kind=\"phone\",match=\"exact\"} 1".to_string(),
+        "hbidx_lookups_total{table=\"user\",kind=\"phone\",match=\"suffix\"} 1".to_string(),
+        "hbidx_lookup_hits_bucket{table=\"user\",le=\"1\"} 2".to_string(),
+        "hbidx_store_call_duration_seconds_count{store=\"embedded\",op=\"get_rows\"} 2".to_string(),
+    ] {
+        assert!(text.contains(&expected), "missing {expected} in\n{text}");
+    }
+    // Neither the value looked up nor the natural key becomes a label.
+    assert!(
+        !text.contains(PHONE) && !text.contains("8000\"") && !text.contains("u1"),
+        "{text}"
+    );
+
+    // The sampler's parse of the same text finds the lookup route.
+    hbidx_query::ops::sample(&state);
+    let (status, summary) = call(&router, "/v1/ops/summary").await;
+    assert_eq!(status, StatusCode::OK);
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    assert_eq!(summary["metrics_enabled"], true);
+    assert_eq!(summary["tables"][0]["name"], "user");
+}
+
+#[tokio::test]
+async fn without_a_recorder_metrics_are_off_and_the_rest_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = app(Arc::new(state(dir.path()).await));
+    let (status, body) = call(&router, &format!("/v1/tables/user/rows?phone={PHONE}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = call(&router, "/metrics").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, summary) = call(&router, "/v1/ops/summary").await;
+    assert_eq!(status, StatusCode::OK);
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    assert_eq!(summary["metrics_enabled"], false);
+    assert_eq!(summary["t"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn the_dashboard_is_one_self_contained_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = app(Arc::new(state(dir.path()).await));
+    let (status, page) = call(&router, "/dashboard").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<canvas") && page.contains("/v1/ops/summary"));
+    // Style and script are inlined, and nothing is loaded from elsewhere.
+    assert!(!page.contains("/*STYLE*/") && !page.contains("/*SCRIPT*/"));
+    for external in [
+        "src=\"http",
+        "href=\"http",
+        "src=\"//",
+        "href=\"//",
+        "@import",
+    ] {
+        assert!(!page.contains(external), "{external}");
+    }
+}
