@@ -202,7 +202,11 @@ pub fn open(
     let indexers: Indexers = Arc::new(Mutex::new(indexers));
     // Every store call of the query path is timed and its failures counted, labelled like the
     // HBase store's breaker gauge (`store="hbase"`).
-    let store_name = if embedded.is_some() { "embedded" } else { "hbase" };
+    let store_name = if embedded.is_some() {
+        "embedded"
+    } else {
+        "hbase"
+    };
     let row_store: Arc<dyn RowStore> = Arc::new(MeteredStore::new(rows.clone(), store_name));
     let reindexer = Arc::new(crate::reindex::TableReindexer {
         wiring,

@@ -13,10 +13,10 @@ mod error;
 mod extract;
 pub mod jobs;
 mod lookup;
-mod repair;
-pub mod verify;
 pub mod ops;
+mod repair;
 pub mod telemetry;
+pub mod verify;
 mod write;
 
 use std::collections::HashMap;
@@ -156,8 +156,12 @@ pub fn app(state: SharedState) -> Router {
     // Counters that may stay at 0 for a long time are exported at 0 from the start, so
     // `rate()` works and dashboards show "none" rather than "no data".
     for table in state.tables.keys() {
-        metrics::counter!("hbidx_lookup_dropped_stale_total", "table" => table.clone())
-            .increment(0);
+        for name in [
+            "hbidx_lookup_dropped_stale_total",
+            "hbidx_read_repairs_total",
+        ] {
+            metrics::counter!(name, "table" => table.clone()).increment(0);
+        }
     }
     Router::new()
         .route("/healthz", get(health))

@@ -107,6 +107,13 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "Read repair: index hits dropped because the fetched row no longer matched or existed.",
     ),
     doc(
+        "hbidx_read_repairs_total",
+        Counter,
+        "table",
+        "Read repair: index entries found to drift from the store after a dropped hit, queued \
+         for the indexer to fix.",
+    ),
+    doc(
         "hbidx_writes_total",
         Counter,
         "table, op",

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use hbidx_indexer::{CHANGE_FEED, WriterOptions, open_table_index};
+use hbidx_query::auth::{Auth, SecurityConfig};
 use hbidx_query::{AppState, TableRuntime, app, telemetry};
 use hbidx_schema::model::{CellOp, Mutation};
 use hbidx_store::{EmbeddedStore, MeteredStore, RowStore};
@@ -14,6 +15,8 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 const PHONE: &str = "13800138000";
+/// The API key of every state built here (all scopes).
+const KEY: &str = "metrics_test_key_0123456789abcdefghij";
 
 /// One table with one indexed row (u1, PHONE) in the store and the committed index.
 async fn state(dir: &std::path::Path) -> AppState {
@@ -37,6 +40,8 @@ async fn state(dir: &std::path::Path) -> AppState {
     store.mutate(vec![put]).await.unwrap();
     let (_tx, indexed) = tokio::sync::watch::channel(checkpoint);
     let row_store: Arc<dyn RowStore> = Arc::new(MeteredStore::new(store, "embedded"));
+    let mut security = SecurityConfig::default();
+    security.add_plaintext_key("test", KEY, "test key").unwrap();
     AppState::new(
         row_store,
         vec![TableRuntime {
@@ -47,12 +52,18 @@ async fn state(dir: &std::path::Path) -> AppState {
             publisher: None,
         }],
     )
+    .with_auth(Auth::new(&security))
 }
 
 async fn call(router: &axum::Router, uri: &str) -> (StatusCode, String) {
     let response = router
         .clone()
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .oneshot(
+            Request::get(uri)
+                .header("authorization", format!("Bearer {KEY}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     let status = response.status();

@@ -28,7 +28,7 @@ pub struct MeteredStore {
 impl MeteredStore {
     /// `name` labels the series (`embedded`, `thrift`): a constant, never a host or a table.
     pub fn new(inner: Arc<dyn RowStore>, name: &'static str) -> Self {
-        // Every error series exported at 0 from the start (3 ops x 6 kinds), so `rate()` works
+        // Every error series exported at 0 from the start (3 ops x 9 kinds), so `rate()` works
         // and "no errors" is distinguishable from "no data".
         for op in OPS {
             for kind in StoreError::KINDS {
@@ -98,13 +98,16 @@ impl RowStore for MeteredStore {
 
 impl StoreError {
     /// Every value [`StoreError::kind`] returns.
-    pub const KINDS: [&'static str; 6] = [
+    pub const KINDS: [&'static str; 9] = [
         "unknown_table",
         "storage",
         "corrupt",
         "invalid_mutation",
         "invalid_request",
         "unavailable",
+        "table_missing",
+        "rejected",
+        "config",
     ];
 
     /// A short, fixed name for the error's variant: the `kind` label of
@@ -117,6 +120,9 @@ impl StoreError {
             StoreError::InvalidMutation { .. } => "invalid_mutation",
             StoreError::InvalidRequest { .. } => "invalid_request",
             StoreError::Unavailable(_) => "unavailable",
+            StoreError::TableMissing { .. } => "table_missing",
+            StoreError::Rejected(_) => "rejected",
+            StoreError::Config(_) => "config",
         }
     }
 }
