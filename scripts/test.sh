@@ -10,6 +10,8 @@
 # - tansu 0.6.0 (crates.io) at /opt/tansu/bin/tansu: the broker for tests/kafka.rs. Building it
 #   takes 11-14 minutes once; an installed copy is reused. It is left running on
 #   127.0.0.1:9092 for the next run (in-memory storage, so nothing piles up on disk).
+# - happybase 1.2.0 (PyPI, pure Python on thriftpy2): the third-party HBase Thrift client that
+#   tests/gateway.rs runs against hbidx's Thrift gateway. Installed with pip when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,8 @@ log() { printf '\n== %s\n' "$*"; }
 need=()
 command -v curl >/dev/null || need+=(curl)
 command -v cmake >/dev/null || need+=(cmake)
+command -v python3 >/dev/null || need+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] \
   || need+=(libcurl4-openssl-dev)
 # HBIDX_CHROMIUM points the test at another browser binary; then nothing is installed.
@@ -29,6 +33,15 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+if ! python3 -c 'import happybase, sys; sys.exit(happybase.__version__ != "1.2.0")' 2>/dev/null; then
+  log "python3 -m pip install happybase==1.2.0"
+  # Debian's own python3 refuses pip installs (PEP 668) unless told otherwise; a pyenv or venv
+  # python takes the plain install.
+  python3 -m pip install --quiet happybase==1.2.0 \
+    || python3 -m pip install --quiet --break-system-packages happybase==1.2.0
+  python3 -c 'import happybase' || { echo "happybase does not import after installing" >&2; exit 1; }
 fi
 
 TANSU=${HBIDX_TANSU:-/opt/tansu/bin/tansu}

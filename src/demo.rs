@@ -96,6 +96,7 @@ pub async fn run(
     rows: usize,
     no_serve: bool,
     api_key: Option<String>,
+    gateway: Option<hbidx_store::gateway::GatewayOptions>,
 ) -> Result<()> {
     // The demo always has a key to show in its examples: the one given, else a fresh one that
     // is printed (only the demo does this; `serve` never invents credentials).
@@ -156,9 +157,16 @@ pub async fn run(
         runtime.shutdown_indexers().await?;
         return Ok(());
     }
+    let thrift = match gateway {
+        Some(options) => Some(server::start_gateway(&runtime, &config, options)?.local_addr()),
+        None => None,
+    };
     let listener = server::bind(listen).await?;
     let bound = listener.local_addr()?;
     print_examples(bound, &table, &example, shown_key);
+    if let Some(thrift) = thrift {
+        print_thrift_example(thrift, &table);
+    }
     eprintln!("listening on http://{bound} (Ctrl-C to stop)");
     runtime.serve(listener).await
 }
@@ -238,6 +246,17 @@ fn print_examples(
         person.phone
     );
     println!("  {curl} 'http://{listen}/v1/indexer/status'\n");
+}
+
+fn print_thrift_example(thrift: SocketAddr, table: &TableConfig) {
+    println!(
+        "HBase Thrift gateway on {thrift} (happybase: pip install happybase==1.2.0):\n\n  \
+         python3 -c \"import happybase; t = happybase.Connection('{}', {}).table('{}'); \
+         print(next(t.scan(limit=1)))\"\n",
+        thrift.ip(),
+        thrift.port(),
+        table.full_name()
+    );
 }
 
 fn urlencode(text: &str) -> String {

@@ -12,6 +12,7 @@ mod logging;
 mod people;
 mod reindex;
 mod server;
+mod server_config;
 mod tools;
 
 use std::net::SocketAddr;
@@ -118,8 +119,9 @@ enum Command {
     /// Every route but /healthz and /readyz needs an API key (`Authorization: Bearer KEY`):
     /// configure [[security.keys]] or pass --api-key. Without any key it refuses to start.
     Serve {
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: SocketAddr,
+        /// REST address [default: `[server] listen`, else 127.0.0.1:8080].
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
         /// An API key with every scope, in addition to the config's [[security.keys]] (audit id
@@ -131,6 +133,10 @@ enum Command {
             value_name = "KEY"
         )]
         api_key: Option<String>,
+        /// Also serve the HBase Thrift1 API over the embedded store on ADDR (happybase and other
+        /// HBase Thrift clients work against it) [default: `[server] thrift_listen`, else off].
+        #[arg(long, value_name = "ADDR")]
+        thrift_listen: Option<SocketAddr>,
     },
     /// Try hbidx on one machine: generate people, index them and serve lookups.
     ///
@@ -138,8 +144,9 @@ enum Command {
     /// numbers and idcards) through the store's change feed into the index, prints curl
     /// commands that work, and serves. Re-running on the same data dir reuses it.
     Demo {
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: SocketAddr,
+        /// REST address [default: `[server] listen`, else 127.0.0.1:8080].
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<SocketAddr>,
         #[arg(long, default_value = "data/demo")]
         data_dir: PathBuf,
         #[arg(long, default_value_t = 100_000)]
@@ -156,6 +163,10 @@ enum Command {
             value_name = "KEY"
         )]
         api_key: Option<String>,
+        /// Also serve the HBase Thrift1 API over the embedded store on ADDR [default:
+        /// `[server] thrift_listen`, else off].
+        #[arg(long, value_name = "ADDR")]
+        thrift_listen: Option<SocketAddr>,
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
     Bench(bench::BenchArgs),
@@ -300,12 +311,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             data_dir,
             api_key,
+            thrift_listen,
         } => {
             let config = tools::parse(&config_text)?;
             let auth = keys::serve_auth(&config, api_key.as_deref())?;
+            let settings = server_config::ServerConfig::from_config(&config)?;
             tokio_runtime()?.block_on(async move {
                 let runtime = server::open(&config, &data_dir, &Default::default(), auth)?;
-                let listener = server::bind(listen).await?;
+                if let Some(gateway) = settings.gateway(thrift_listen) {
+                    server::start_gateway(&runtime, &config, gateway)?;
+                }
+                let listener = server::bind(settings.listen(listen)).await?;
                 let bound = listener.local_addr()?;
                 tracing::info!(listen = %bound, data_dir = %data_dir.display(), "serving");
                 // Tests and scripts read this line to find an ephemeral port.
@@ -319,9 +335,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rows,
             no_serve,
             api_key,
+            thrift_listen,
         } => {
             let config = tools::parse(&config_text)?;
-            tokio_runtime()?.block_on(demo::run(config, listen, data_dir, rows, no_serve, api_key))
+            let settings = server_config::ServerConfig::from_config(&config)?;
+            let listen = settings.listen(listen);
+            let gateway = settings.gateway(thrift_listen);
+            tokio_runtime()?.block_on(demo::run(
+                config, listen, data_dir, rows, no_serve, api_key, gateway,
+            ))
         }
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;

@@ -15,7 +15,8 @@ use hbidx_indexer::{
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
-use hbidx_store::{EmbeddedStore, HbaseStore, MeteredStore, RowStore, StoreConfig};
+use hbidx_store::gateway::{ConfiguredTable, GatewayOptions, GatewayServer};
+use hbidx_store::{EmbeddedStore, HbaseStore, MeteredStore, RowStore, StoreConfig, TableSpec};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 /// The running indexers by table. Shared with the reindexer, which replaces a table's indexer
@@ -137,14 +138,25 @@ pub fn open(
     // their metric handles when they start, and a handle taken before the recorder exists
     // stays a no-op for good.
     let metrics = metrics_handle();
-    let table_names: Vec<String> = config.tables.iter().map(|t| t.name.clone()).collect();
+    // The config's families go with each table, for the Thrift gateway's family checks.
+    let table_specs: Vec<TableSpec> = config
+        .tables
+        .iter()
+        .map(|table| TableSpec {
+            name: table.name.clone(),
+            families: Some(table.families.iter().map(|f| f.name.clone()).collect()),
+        })
+        .collect();
     let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) =
         match StoreConfig::from_raw(config.raw_store.as_ref())? {
             StoreConfig::Embedded => {
                 let store_dir = data_dir.join("store");
-                let store = Arc::new(EmbeddedStore::open(&store_dir, &table_names).with_context(
-                    || format!("opening the row store in {}", store_dir.display()),
-                )?);
+                let store = Arc::new(
+                    EmbeddedStore::open_tables(&store_dir, &table_specs, Default::default())
+                        .with_context(|| {
+                            format!("opening the row store in {}", store_dir.display())
+                        })?,
+                );
                 (Some(store.clone()), store)
             }
             StoreConfig::Hbase(hbase) => {
@@ -309,6 +321,54 @@ impl Runtime {
             .await
             .context("indexer shutdown")
     }
+}
+
+/// Starts the HBase Thrift gateway over the runtime's store (same process, same store: one
+/// process owns the data dir) and prints its address on a line of its own, which tests and
+/// scripts wait for.
+pub fn start_gateway(
+    runtime: &Runtime,
+    config: &Config,
+    options: GatewayOptions,
+) -> Result<GatewayServer> {
+    let kafka = hbidx_indexer::config::kafka_sources(config)?;
+    let mut configured = Vec::with_capacity(config.tables.len());
+    for table in &config.tables {
+        configured.push(ConfiguredTable {
+            config: Arc::new(table.clone()),
+            split_keys: gateway_split_keys(table),
+            kafka_topic: kafka
+                .iter()
+                .find(|source| source.table == table.name)
+                .map(|source| source.topic.clone()),
+        });
+    }
+    let store = runtime
+        .embedded
+        .clone()
+        .context("the HBase Thrift gateway serves the embedded store; with [store] kind = \"hbase\" the rows are in HBase, whose own Thrift server answers")?;
+    let listen = options.listen;
+    let gateway = hbidx_store::gateway::serve(store, configured, options)
+        .with_context(|| format!("starting the HBase Thrift gateway on {listen}"))?;
+    eprintln!("thrift gateway listening on {}", gateway.local_addr());
+    Ok(gateway)
+}
+
+/// The split keys `getTableRegions` reports for a configured table. A sampled split depends on
+/// the sample HBase was given at create time, which hbidx doesn't have: one region, and a
+/// warning, rather than made-up boundaries.
+fn gateway_split_keys(table: &TableConfig) -> Vec<Vec<u8>> {
+    use hbidx_schema::config::SplitConfig;
+    let keys = match &table.splits {
+        Some(SplitConfig::File { path }) => std::fs::read_to_string(path)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| Ok(table.split_keys(Some(&text), None)?)),
+        _ => table.split_keys(None, None).map_err(anyhow::Error::from),
+    };
+    keys.unwrap_or_else(|error| {
+        tracing::warn!(table = %table.name, error = %format!("{error:#}"), "the Thrift gateway reports one region for this table");
+        Vec::new()
+    })
 }
 
 pub async fn bind(listen: SocketAddr) -> Result<tokio::net::TcpListener> {

@@ -45,6 +45,36 @@ pub enum ThriftProtocol {
     Compact,
 }
 
+/// `buffered` or `framed`, as in the config files (the gateway's `[server] thrift_transport`).
+impl std::str::FromStr for ThriftTransport {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "buffered" => Ok(Self::Buffered),
+            "framed" => Ok(Self::Framed),
+            other => Err(format!(
+                "thrift transport `{other}` is not one of buffered, framed"
+            )),
+        }
+    }
+}
+
+/// `binary` or `compact`, as in the config files (the gateway's `[server] thrift_protocol`).
+impl std::str::FromStr for ThriftProtocol {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "binary" => Ok(Self::Binary),
+            "compact" => Ok(Self::Compact),
+            other => Err(format!(
+                "thrift protocol `{other}` is not one of binary, compact"
+            )),
+        }
+    }
+}
+
 /// How to reach an HBase Thrift1 server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HbaseConfig {

@@ -11,8 +11,22 @@
 //! - keyspace `feed.<esc(T)>`: key = big-endian `u64` sequence number (1, 2, 3, …, in commit
 //!   order), value = the postcard-encoded [`Mutation`] exactly as it was submitted.
 //!
-//! plus the keyspace `hbidx.meta` with the format marker and, per table, the highest trimmed
-//! feed offset (so that trimming the whole feed never lets sequence numbers restart).
+//! plus the keyspace `hbidx.meta` with the format marker, per table the highest trimmed feed
+//! offset (so that trimming the whole feed never lets sequence numbers restart), and the registry
+//! of tables created at run time (`table/<name>` → format byte + postcard [`TableRecord`]).
+//!
+//! # Tables
+//!
+//! Tables come from two places. The ones passed to [`EmbeddedStore::open_tables`] (the hbidx
+//! config) are *configured*: they have a change feed, because an indexer consumes it. Tables made
+//! with [`EmbeddedStore::create_table`] (the HBase Thrift gateway's `createTable`) are *created*:
+//! they are remembered in the meta keyspace so they come back after a restart, can be disabled
+//! and deleted again, and have rows only: no indexer reads them, so a feed would only grow. When
+//! a name is both (a created table later added to the config), the config wins while it names
+//! the table.
+//!
+//! The registry is a map behind a read-write lock. Reads take the read lock for one hash lookup
+//! and an `Arc` clone; only create and delete take the write lock.
 //!
 //! `esc` keeps ASCII letters, digits, `.` and `-` and writes every other byte as `_XX` (hex):
 //! `ns:users` → `ns_3Ausers`. Since `_` itself is escaped, the mapping is injective.
@@ -50,12 +64,14 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 use hbidx_schema::model::{ChangeEvent, Mutation};
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::api::{Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
@@ -72,6 +88,82 @@ const LAYOUT_VERSION: u8 = 1;
 const TRIMMED_KEY_PREFIX: &[u8] = b"feed_trimmed/";
 /// fjall's limit on keyspace name length.
 const MAX_KEYSPACE_NAME: usize = 255;
+/// Meta key prefix of a created table's [`TableRecord`]; the table name follows.
+const TABLE_KEY_PREFIX: &[u8] = b"table/";
+/// The first byte of a stored [`TableRecord`]; bump when the record changes.
+const TABLE_RECORD_V1: u8 = 1;
+
+/// A table to serve, as [`EmbeddedStore::open_tables`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    /// The table name; anything non-empty that fits fjall's keyspace names once escaped.
+    pub name: String,
+    /// The table's column families, or `None` when the caller doesn't declare them. The store
+    /// keeps them for callers that check writes against them (the Thrift gateway); it doesn't
+    /// check them itself, because a Kafka-fed table must take whatever its topic carries.
+    pub families: Option<Vec<String>>,
+}
+
+impl TableSpec {
+    /// A table without declared families.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            families: None,
+        }
+    }
+}
+
+/// Where a table of the store comes from; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableOrigin {
+    /// Passed to `open` (the hbidx config): has a change feed, can't be deleted or disabled here.
+    Configured,
+    /// Made with [`EmbeddedStore::create_table`]: rows only, persisted in the store's registry.
+    Created,
+}
+
+/// What the store knows about one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    pub name: String,
+    /// Declared column families (`None`: not declared, any family is accepted).
+    pub families: Option<Vec<String>>,
+    pub origin: TableOrigin,
+    /// HBase's enabled flag. Configured tables are always enabled; the store only keeps the flag,
+    /// callers decide what a disabled table refuses.
+    pub enabled: bool,
+}
+
+/// A created table as persisted in the meta keyspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct TableRecord {
+    families: Vec<String>,
+    enabled: bool,
+}
+
+impl TableRecord {
+    fn encode(&self) -> Result<Vec<u8>> {
+        postcard::to_extend(self, vec![TABLE_RECORD_V1])
+            .map_err(|error| StoreError::Storage(Box::new(error)))
+    }
+
+    fn decode(name: &str, bytes: &[u8]) -> Result<Self> {
+        let corrupt = |reason: String| StoreError::Corrupt {
+            table: "<meta>".to_owned(),
+            key: escape_key(&table_key(name)),
+            reason,
+        };
+        match bytes.split_first() {
+            Some((&TABLE_RECORD_V1, rest)) => postcard::from_bytes(rest)
+                .map_err(|error| corrupt(format!("table record: {error}"))),
+            Some((version, _)) => Err(corrupt(format!(
+                "table record version {version}, this build reads {TABLE_RECORD_V1}"
+            ))),
+            None => Err(corrupt("empty table record".to_owned())),
+        }
+    }
+}
 
 /// How to open an [`EmbeddedStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,14 +216,45 @@ impl FeedClock {
 struct Table {
     name: String,
     rows: Keyspace,
-    feed: Keyspace,
+    /// `None` for created tables: nothing indexes them, so nothing would ever trim a feed.
+    feed: Option<Keyspace>,
     clock: FeedClock,
+    /// Next feed sequence number; only changed under the writer mutex.
+    next_seq: AtomicU64,
+    families: Option<Vec<String>>,
+    origin: TableOrigin,
+    enabled: AtomicBool,
 }
 
-/// State owned by the single writer.
-struct Writer {
-    /// Next feed sequence number, by table index.
-    next_seq: Vec<u64>,
+impl Table {
+    fn info(&self) -> TableInfo {
+        TableInfo {
+            name: self.name.clone(),
+            families: self.families.clone(),
+            origin: self.origin,
+            enabled: self.enabled.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// The tables being served, in the order they were opened or created.
+#[derive(Default)]
+struct Registry {
+    by_name: HashMap<String, Arc<Table>>,
+    order: Vec<Arc<Table>>,
+}
+
+impl Registry {
+    fn insert(&mut self, table: Arc<Table>) {
+        self.by_name.insert(table.name.clone(), table.clone());
+        self.order.push(table);
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Arc<Table>> {
+        let table = self.by_name.remove(name)?;
+        self.order.retain(|other| !Arc::ptr_eq(other, &table));
+        Some(table)
+    }
 }
 
 /// The embedded store. See the [module docs](self) for layout, durability and blocking behaviour.
@@ -140,8 +263,9 @@ struct Writer {
 pub struct EmbeddedStore {
     db: Database,
     meta: Keyspace,
-    tables: Vec<Table>,
-    writer: Mutex<Writer>,
+    tables: RwLock<Registry>,
+    /// The single writer: row writes, sequence allocation, and table creation and deletion.
+    writer: Mutex<()>,
     /// Serializes trims, so the persisted trim floor only ever grows.
     trimmer: Mutex<()>,
     persist_mode: PersistMode,
@@ -192,8 +316,52 @@ fn trimmed_key(table: &str) -> Vec<u8> {
     [TRIMMED_KEY_PREFIX, table.as_bytes()].concat()
 }
 
+fn table_key(table: &str) -> Vec<u8> {
+    [TABLE_KEY_PREFIX, table.as_bytes()].concat()
+}
+
+/// Checks a table name against what the keyspace names can hold.
+fn validate_table_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(StoreError::InvalidRequest {
+            reason: "empty table name".to_owned(),
+        });
+    }
+    let longest = format!("rows.{}", escape_table_name(name));
+    if longest.len() > MAX_KEYSPACE_NAME {
+        return Err(StoreError::InvalidRequest {
+            reason: format!("table name `{name}` is too long for the embedded store"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks the families of a table being created: at least one, each a valid family name, no
+/// duplicates.
+fn validate_families(table: &str, families: &[String]) -> Result<()> {
+    let invalid = |reason: String| Err(StoreError::InvalidRequest { reason });
+    if families.is_empty() {
+        return invalid(format!("table `{table}` needs at least one column family"));
+    }
+    for (index, family) in families.iter().enumerate() {
+        if family.is_empty() || family.contains(':') || family.chars().any(char::is_control) {
+            return invalid(format!(
+                "column family `{}` of table `{table}` must be non-empty, without `:` or control characters",
+                family.escape_debug()
+            ));
+        }
+        if families[..index].contains(family) {
+            return invalid(format!(
+                "column family `{family}` is given twice for table `{table}`"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl EmbeddedStore {
-    /// Opens (creating if needed) the store in `dir` with default options, serving `tables`.
+    /// Opens (creating if needed) the store in `dir` with default options, serving `tables`
+    /// (without declared families) plus the tables created in it before.
     ///
     /// Tables not yet in the directory are created empty. Table names may contain anything but
     /// must be non-empty and short enough for fjall (about 120 bytes of escaped name).
@@ -201,30 +369,31 @@ impl EmbeddedStore {
         Self::open_with_options(dir, tables, EmbeddedStoreOptions::default())
     }
 
-    /// Opens (creating if needed) the store in `dir`, serving `tables`.
-    ///
-    /// Only one process may open a directory at a time. Opening replays fjall's journal, which
-    /// can take seconds after a large unflushed load.
+    /// [`EmbeddedStore::open`] with options.
     pub fn open_with_options(
         dir: &Path,
         tables: &[String],
         options: EmbeddedStoreOptions,
     ) -> Result<Self> {
-        let mut names: Vec<&String> = Vec::with_capacity(tables.len());
-        for name in tables {
-            if name.is_empty() {
-                return Err(StoreError::InvalidRequest {
-                    reason: "empty table name".to_owned(),
-                });
-            }
-            let longest = format!("rows.{}", escape_table_name(name));
-            if longest.len() > MAX_KEYSPACE_NAME {
-                return Err(StoreError::InvalidRequest {
-                    reason: format!("table name `{name}` is too long for the embedded store"),
-                });
-            }
-            if !names.contains(&name) {
-                names.push(name);
+        let specs: Vec<TableSpec> = tables.iter().map(TableSpec::named).collect();
+        Self::open_tables(dir, &specs, options)
+    }
+
+    /// Opens (creating if needed) the store in `dir`, serving the configured `tables` and every
+    /// table created in it before (see the module docs).
+    ///
+    /// Only one process may open a directory at a time. Opening replays fjall's journal, which
+    /// can take seconds after a large unflushed load.
+    pub fn open_tables(
+        dir: &Path,
+        tables: &[TableSpec],
+        options: EmbeddedStoreOptions,
+    ) -> Result<Self> {
+        let mut specs: Vec<&TableSpec> = Vec::with_capacity(tables.len());
+        for spec in tables {
+            validate_table_name(&spec.name)?;
+            if !specs.iter().any(|seen| seen.name == spec.name) {
+                specs.push(spec);
             }
         }
 
@@ -247,36 +416,48 @@ impl EmbeddedStore {
             None => meta.insert(FORMAT_KEY, [LAYOUT_VERSION])?,
         }
 
-        let mut opened = Vec::with_capacity(names.len());
-        let mut next_seq = Vec::with_capacity(names.len());
-        for name in names {
-            let escaped = escape_table_name(name);
-            let rows = db.keyspace(&format!("rows.{escaped}"), KeyspaceCreateOptions::default)?;
-            let feed = db.keyspace(&format!("feed.{escaped}"), KeyspaceCreateOptions::default)?;
-            let last_in_feed = match feed.last_key_value() {
-                Some(guard) => decode_seq(name, &guard.key()?)?,
-                None => 0,
-            };
-            let trimmed = match meta.get(trimmed_key(name))? {
-                Some(value) => decode_seq("<meta>", &value)?,
-                None => 0,
-            };
-            let last = last_in_feed.max(trimmed);
-            tracing::debug!(table = %name, last_offset = last, "opened table");
-            next_seq.push(last + 1);
-            opened.push(Table {
-                name: name.clone(),
-                rows,
-                feed,
-                clock: FeedClock::new(offset_of(last)),
-            });
+        let mut registry = Registry::default();
+        for spec in specs {
+            let table = Self::open_table(
+                &db,
+                &meta,
+                &spec.name,
+                spec.families.clone(),
+                TableOrigin::Configured,
+                true,
+            )?;
+            registry.insert(Arc::new(table));
+        }
+        for guard in meta.prefix(TABLE_KEY_PREFIX) {
+            let (key, value) = guard.into_inner()?;
+            let name = std::str::from_utf8(&key[TABLE_KEY_PREFIX.len()..]).map_err(|_| {
+                StoreError::Corrupt {
+                    table: "<meta>".to_owned(),
+                    key: escape_key(&key),
+                    reason: "table name is not UTF-8".to_owned(),
+                }
+            })?;
+            if registry.by_name.contains_key(name) {
+                tracing::info!(table = %name, "a created table is named in the config; serving it as configured");
+                continue;
+            }
+            let record = TableRecord::decode(name, &value)?;
+            let table = Self::open_table(
+                &db,
+                &meta,
+                name,
+                Some(record.families),
+                TableOrigin::Created,
+                record.enabled,
+            )?;
+            registry.insert(Arc::new(table));
         }
 
         Ok(Self {
             db,
             meta,
-            tables: opened,
-            writer: Mutex::new(Writer { next_seq }),
+            tables: RwLock::new(registry),
+            writer: Mutex::new(()),
             trimmer: Mutex::new(()),
             persist_mode: if options.sync {
                 PersistMode::SyncAll
@@ -286,20 +467,165 @@ impl EmbeddedStore {
         })
     }
 
-    fn table_index(&self, name: &str) -> Result<usize> {
-        // Linear: stores serve a handful of tables, and this beats hashing the name.
-        self.tables
-            .iter()
-            .position(|table| table.name == name)
+    /// Opens (creating if needed) the keyspaces of one table.
+    fn open_table(
+        db: &Database,
+        meta: &Keyspace,
+        name: &str,
+        families: Option<Vec<String>>,
+        origin: TableOrigin,
+        enabled: bool,
+    ) -> Result<Table> {
+        let escaped = escape_table_name(name);
+        let rows = db.keyspace(&format!("rows.{escaped}"), KeyspaceCreateOptions::default)?;
+        let (feed, last) = match origin {
+            TableOrigin::Configured => {
+                let feed =
+                    db.keyspace(&format!("feed.{escaped}"), KeyspaceCreateOptions::default)?;
+                let last_in_feed = match feed.last_key_value() {
+                    Some(guard) => decode_seq(name, &guard.key()?)?,
+                    None => 0,
+                };
+                let trimmed = match meta.get(trimmed_key(name))? {
+                    Some(value) => decode_seq("<meta>", &value)?,
+                    None => 0,
+                };
+                (Some(feed), last_in_feed.max(trimmed))
+            }
+            TableOrigin::Created => (None, 0),
+        };
+        tracing::debug!(table = %name, last_offset = last, ?origin, "opened table");
+        Ok(Table {
+            name: name.to_owned(),
+            rows,
+            feed,
+            clock: FeedClock::new(offset_of(last)),
+            next_seq: AtomicU64::new(last + 1),
+            families,
+            origin,
+            enabled: AtomicBool::new(enabled),
+        })
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        // Poisoning: no registry update can panic half-way (see `lock`).
+        self.tables.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.tables.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.find_table(name)
             .ok_or_else(|| StoreError::UnknownTable(name.to_owned()))
     }
 
-    fn table(&self, name: &str) -> Result<&Table> {
-        self.table_index(name).map(|index| &self.tables[index])
+    fn find_table(&self, name: &str) -> Option<Arc<Table>> {
+        self.registry().by_name.get(name).cloned()
     }
 
-    fn find_table(&self, name: &str) -> Option<&Table> {
-        self.tables.iter().find(|table| table.name == name)
+    /// What the store knows about `table`.
+    pub fn table_info(&self, table: &str) -> Result<TableInfo> {
+        self.table(table).map(|table| table.info())
+    }
+
+    /// Every table served, configured ones first (in `open` order), then created ones (in
+    /// creation order, then name order after a restart).
+    pub fn table_infos(&self) -> Vec<TableInfo> {
+        self.registry()
+            .order
+            .iter()
+            .map(|table| table.info())
+            .collect()
+    }
+
+    /// Creates an empty table with `families`, enabled, rows only (no change feed), and
+    /// remembers it across restarts.
+    ///
+    /// Errors: [`StoreError::TableExists`] when a table of that name is served,
+    /// [`StoreError::InvalidRequest`] for an unusable name or family list.
+    pub fn create_table(&self, name: &str, families: &[String]) -> Result<TableInfo> {
+        validate_table_name(name)?;
+        validate_families(name, families)?;
+        let _writing = lock(&self.writer);
+        if self.find_table(name).is_some() {
+            return Err(StoreError::TableExists(name.to_owned()));
+        }
+        // Keyspaces first, then the record: a crash in between leaves empty keyspaces that a
+        // later create of the same name simply reuses.
+        let table = Self::open_table(
+            &self.db,
+            &self.meta,
+            name,
+            Some(families.to_vec()),
+            TableOrigin::Created,
+            true,
+        )?;
+        if !table.rows.is_empty()? {
+            // Rows of a table that an earlier config named: never adopt or wipe them silently.
+            return Err(StoreError::InvalidRequest {
+                reason: format!(
+                    "the data dir already holds rows of a table `{name}` (from an earlier config); \
+                     add it back to the config instead"
+                ),
+            });
+        }
+        self.write_record(name, families, true)?;
+        let info = table.info();
+        self.registry_mut().insert(Arc::new(table));
+        tracing::info!(table = %name, families = ?families, "created table");
+        Ok(info)
+    }
+
+    /// Deletes a created table and all its rows.
+    ///
+    /// Errors: [`StoreError::UnknownTable`], or [`StoreError::ConfiguredTable`] for a table from
+    /// the config (remove it there instead).
+    pub fn delete_table(&self, name: &str) -> Result<()> {
+        let _writing = lock(&self.writer);
+        let table = self.created_table(name)?;
+        // Unregister first so no new read starts on it; running reads keep their `Arc` and
+        // fjall keeps the files until the last handle is gone. The rows go before the record:
+        // a crash in between brings the table back empty, never leaves rows without a table.
+        self.registry_mut().remove(name);
+        self.db.delete_keyspace(table.rows.clone())?;
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        batch.remove(&self.meta, table_key(name));
+        batch.commit()?;
+        tracing::info!(table = %name, "deleted table");
+        Ok(())
+    }
+
+    /// Sets HBase's enabled flag of a created table (persisted). Configured tables are always
+    /// enabled: [`StoreError::ConfiguredTable`].
+    pub fn set_table_enabled(&self, name: &str, enabled: bool) -> Result<()> {
+        let _writing = lock(&self.writer);
+        let table = self.created_table(name)?;
+        let families = table.families.clone().unwrap_or_default();
+        self.write_record(name, &families, enabled)?;
+        table.enabled.store(enabled, Ordering::Release);
+        Ok(())
+    }
+
+    fn created_table(&self, name: &str) -> Result<Arc<Table>> {
+        let table = self.table(name)?;
+        match table.origin {
+            TableOrigin::Created => Ok(table),
+            TableOrigin::Configured => Err(StoreError::ConfiguredTable(name.to_owned())),
+        }
+    }
+
+    fn write_record(&self, name: &str, families: &[String], enabled: bool) -> Result<()> {
+        let record = TableRecord {
+            families: families.to_vec(),
+            enabled,
+        };
+        // Rare and small: always fsync, so a table the client saw created survives power loss.
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        batch.insert(&self.meta, table_key(name), record.encode()?);
+        batch.commit()?;
+        Ok(())
     }
 
     fn corrupt_row(table: &Table, key: &[u8], reason: String) -> StoreError {
@@ -319,7 +645,7 @@ impl EmbeddedStore {
         rowkeys: &[Vec<u8>],
         columns: Option<&[String]>,
     ) -> Result<Vec<Option<Row>>> {
-        let table = self.table(table)?;
+        let table = &*self.table(table)?;
         let projection = Projection::new(columns);
         let mut rows = Vec::with_capacity(rowkeys.len());
         for rowkey in rowkeys {
@@ -345,7 +671,7 @@ impl EmbeddedStore {
 
     /// [`RowStore::scan`], callable from any thread.
     pub fn scan_sync(&self, table: &str, request: &ScanRequest) -> Result<ScanBatch> {
-        let table = self.table(table)?;
+        let table = &*self.table(table)?;
         if request.batch == 0 {
             return Err(StoreError::InvalidRequest {
                 reason: "scan batch size must be at least 1".to_owned(),
@@ -412,33 +738,63 @@ impl EmbeddedStore {
         if mutations.is_empty() {
             return Ok(WriteReceipt::default());
         }
-        let mut table_indexes = Vec::with_capacity(mutations.len());
+        // The distinct tables of the call, and each mutation's slot among them.
+        let mut touched: Vec<Arc<Table>> = Vec::new();
+        let mut slots = Vec::with_capacity(mutations.len());
         for mutation in &mutations {
-            table_indexes.push(self.table_index(&mutation.table)?);
+            let slot = match touched
+                .iter()
+                .position(|table| table.name == mutation.table)
+            {
+                Some(slot) => slot,
+                None => {
+                    touched.push(self.table(&mutation.table)?);
+                    touched.len() - 1
+                }
+            };
+            slots.push(slot);
             validate_mutation(mutation)?;
         }
 
-        let mut writer = lock(&self.writer);
-        let mut next_seq = writer.next_seq.clone();
+        let writer = lock(&self.writer);
+        // Tables are only deleted under the writer mutex: one still registered now stays so
+        // until this batch is committed.
+        {
+            let registry = self.registry();
+            for table in &touched {
+                if !registry
+                    .by_name
+                    .get(&table.name)
+                    .is_some_and(|current| Arc::ptr_eq(current, table))
+                {
+                    return Err(StoreError::UnknownTable(table.name.clone()));
+                }
+            }
+        }
+        let first_seq: Vec<u64> = touched
+            .iter()
+            .map(|table| table.next_seq.load(Ordering::Relaxed))
+            .collect();
+        let mut next_seq = first_seq.clone();
         let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 2 * mutations.len())
             .durability(Some(self.persist_mode));
-        // The new state of every touched row, keyed by (table, rowkey), so that several mutations
-        // of one row in a call build on each other and the batch writes each row once.
+        // The new state of every touched row, keyed by (table slot, rowkey), so that several
+        // mutations of one row in a call build on each other and the batch writes each row once.
         let mut pending: HashMap<(usize, Vec<u8>), (RowState, bool)> =
             HashMap::with_capacity(mutations.len());
 
-        for (mutation, table_index) in mutations.into_iter().zip(table_indexes) {
-            let table = &self.tables[table_index];
-            if with_feed {
-                let seq = next_seq[table_index];
-                next_seq[table_index] += 1;
+        for (mutation, slot) in mutations.into_iter().zip(slots) {
+            let table = &*touched[slot];
+            if with_feed && let Some(feed) = &table.feed {
+                let seq = next_seq[slot];
+                next_seq[slot] += 1;
                 let event = postcard::to_allocvec(&mutation)
                     .map_err(|error| StoreError::Storage(Box::new(error)))?;
-                batch.insert(&table.feed, seq.to_be_bytes(), event);
+                batch.insert(feed, seq.to_be_bytes(), event);
             }
 
             let Mutation { rowkey, ops, .. } = mutation;
-            let (state, changed) = match pending.entry((table_index, rowkey)) {
+            let (state, changed) = match pending.entry((slot, rowkey)) {
                 Entry::Occupied(entry) => entry.into_mut(),
                 Entry::Vacant(entry) => {
                     let rowkey = &entry.key().1;
@@ -455,21 +811,22 @@ impl EmbeddedStore {
             }
         }
 
-        for ((table_index, rowkey), (state, changed)) in pending {
+        for ((slot, rowkey), (state, changed)) in pending {
             if changed {
-                batch.insert(&self.tables[table_index].rows, rowkey, state.encode());
+                batch.insert(&touched[slot].rows, rowkey, state.encode());
             }
         }
 
         // Reserve the sequence numbers before committing: if the commit fails they become a gap,
         // which readers skip; reusing them could overwrite events of a later commit.
-        let first_seq = std::mem::replace(&mut writer.next_seq, next_seq);
+        for (table, next) in touched.iter().zip(&next_seq) {
+            table.next_seq.store(*next, Ordering::Relaxed);
+        }
         batch.commit()?;
 
         let mut receipt = WriteReceipt::default();
-        for (index, table) in self.tables.iter().enumerate() {
-            let next = writer.next_seq[index];
-            if next != first_seq[index] {
+        for ((table, first), next) in touched.iter().zip(first_seq).zip(next_seq) {
+            if next != first {
                 let last = offset_of(next - 1);
                 table.clock.publish(last);
                 receipt
@@ -492,7 +849,11 @@ impl EmbeddedStore {
         after_offset: i64,
         max: usize,
     ) -> Result<Vec<ChangeEvent>> {
-        let table = self.table(table)?;
+        let table = &*self.table(table)?;
+        let Some(feed) = &table.feed else {
+            // A created table: rows only.
+            return Ok(Vec::new());
+        };
         let committed = table.clock.current();
         if max == 0 || after_offset >= committed {
             return Ok(Vec::new());
@@ -501,8 +862,7 @@ impl EmbeddedStore {
         let last = u64::try_from(committed).unwrap_or(0);
         let capacity = max.min(usize::try_from(last - first + 1).unwrap_or(max));
         let mut events = Vec::with_capacity(capacity);
-        for guard in table
-            .feed
+        for guard in feed
             .range(first.to_be_bytes()..=last.to_be_bytes())
             .take(max)
         {
@@ -559,6 +919,9 @@ impl EmbeddedStore {
     /// checkpointed past `upto_offset`. Offsets never restart, even when the whole feed is trimmed.
     pub fn trim_feed(&self, table: &str, upto_offset: i64) -> Result<u64> {
         let table = self.table(table)?;
+        let Some(feed) = &table.feed else {
+            return Ok(0);
+        };
         let _trimming = lock(&self.trimmer);
         let upto = upto_offset.min(table.clock.current());
         let Ok(upto) = u64::try_from(upto) else {
@@ -575,8 +938,8 @@ impl EmbeddedStore {
 
         let mut batch = self.db.batch().durability(Some(self.persist_mode));
         let mut deleted = 0u64;
-        for guard in table.feed.range(..=upto.to_be_bytes()) {
-            batch.remove(&table.feed, guard.key()?);
+        for guard in feed.range(..=upto.to_be_bytes()) {
+            batch.remove(feed, guard.key()?);
             deleted += 1;
         }
         batch.insert(&self.meta, floor_key, upto.to_be_bytes());
@@ -594,7 +957,7 @@ impl EmbeddedStore {
 
     /// The exact number of rows of `table` with at least one visible cell. Scans the table.
     pub fn count_rows(&self, table: &str) -> Result<u64> {
-        let table = self.table(table)?;
+        let table = &*self.table(table)?;
         let everything = Projection::new(None);
         let mut count = 0;
         for guard in table.rows.iter() {
@@ -646,7 +1009,11 @@ impl RowStore for EmbeddedStore {
     }
 
     fn tables(&self) -> Vec<String> {
-        self.tables.iter().map(|table| table.name.clone()).collect()
+        self.registry()
+            .order
+            .iter()
+            .map(|table| table.name.clone())
+            .collect()
     }
 }
 
@@ -766,6 +1133,109 @@ mod tests {
         assert_eq!(row.cells.len(), 1);
         assert_eq!(row.cells["i:a"].value, b"first");
         assert_eq!(store.read_feed("t", 0, 100).expect("feed").len(), 4);
+    }
+
+    #[test]
+    fn created_tables_survive_reopen_have_no_feed_and_can_be_deleted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = open(dir.path());
+            let families = ["cf".to_owned(), "x".to_owned()];
+            let info = store.create_table("made", &families).expect("create");
+            assert_eq!(info.origin, TableOrigin::Created);
+            assert!(matches!(
+                store.create_table("made", &families),
+                Err(StoreError::TableExists(name)) if name == "made"
+            ));
+            assert!(matches!(
+                store.create_table("t", &families),
+                Err(StoreError::TableExists(_))
+            ));
+            let receipt = store
+                .mutate_sync(vec![
+                    put("made", "r", "cf:a", 1, "v"),
+                    put("t", "r", "i:a", 1, "v"),
+                ])
+                .expect("mutate");
+            // Rows only: no feed event, no offset for the created table.
+            assert_eq!(receipt.last_offset_by_table, [("t".to_owned(), 1)]);
+            assert!(store.read_feed("made", 0, 10).expect("feed").is_empty());
+            assert_eq!(store.trim_feed("made", 10).expect("trim"), 0);
+            store.set_table_enabled("made", false).expect("disable");
+            assert!(matches!(
+                store.set_table_enabled("t", false),
+                Err(StoreError::ConfiguredTable(_))
+            ));
+            assert!(matches!(
+                store.delete_table("t"),
+                Err(StoreError::ConfiguredTable(_))
+            ));
+        }
+        let store = open(dir.path());
+        assert_eq!(store.tables(), ["t", "ns:other", "made"]);
+        let made = store.table_info("made").expect("info");
+        assert_eq!(
+            made,
+            TableInfo {
+                name: "made".to_owned(),
+                families: Some(vec!["cf".to_owned(), "x".to_owned()]),
+                origin: TableOrigin::Created,
+                enabled: false,
+            }
+        );
+        let rows = store
+            .get_rows_sync("made", &[b"r".to_vec()], None)
+            .expect("get");
+        assert_eq!(rows[0].as_ref().expect("row").cells["cf:a"].value, b"v");
+
+        store.delete_table("made").expect("delete");
+        assert!(matches!(
+            store.get_rows_sync("made", &[b"r".to_vec()], None),
+            Err(StoreError::UnknownTable(_))
+        ));
+        assert!(matches!(
+            store.mutate_sync(vec![put("made", "r", "cf:a", 2, "v")]),
+            Err(StoreError::UnknownTable(_))
+        ));
+        // Created again under the same name: empty.
+        store
+            .create_table("made", &["cf".to_owned()])
+            .expect("create again");
+        assert_eq!(store.count_rows("made").expect("count"), 0);
+        drop(store);
+        let store = open(dir.path());
+        assert_eq!(
+            store.table_info("made").expect("info").families,
+            Some(vec!["cf".to_owned()])
+        );
+    }
+
+    #[test]
+    fn create_table_checks_names_and_families_and_never_adopts_old_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = open(dir.path());
+        for families in [
+            vec![],
+            vec!["a:b".to_owned()],
+            vec!["a".to_owned(), "a".to_owned()],
+        ] {
+            assert!(matches!(
+                store.create_table("x", &families),
+                Err(StoreError::InvalidRequest { .. })
+            ));
+        }
+        assert!(matches!(
+            store.create_table("", &["cf".to_owned()]),
+            Err(StoreError::InvalidRequest { .. })
+        ));
+        store
+            .mutate_sync(vec![put("t", "r", "i:a", 1, "v")])
+            .expect("mutate");
+        drop(store);
+        // `t` is no longer configured; its rows stay on disk and are not taken over.
+        let store = EmbeddedStore::open(dir.path(), &[]).expect("opens");
+        let error = store.create_table("t", &["i".to_owned()]).unwrap_err();
+        assert!(error.to_string().contains("earlier config"), "{error}");
     }
 
     #[test]

@@ -5,9 +5,20 @@
 /// Messages are lowercase and carry no trailing punctuation so they compose into larger messages.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The table was not declared when the store was opened.
+    /// The table was not declared when the store was opened, nor created since.
     #[error("unknown table `{0}`")]
     UnknownTable(String),
+
+    /// `create_table` of a name the store already serves.
+    #[error("table `{0}` already exists")]
+    TableExists(String),
+
+    /// Deleting or disabling a table that comes from the hbidx config, which only the config can
+    /// change.
+    #[error(
+        "table `{0}` comes from the hbidx config and can't be deleted or disabled here; change the config instead"
+    )]
+    ConfiguredTable(String),
 
     /// The storage engine (or, for remote stores, the server) failed an operation. Usually an IO
     /// error; not caused by the request.
@@ -40,6 +51,14 @@ pub enum StoreError {
     InvalidRequest {
         /// Which rule the request broke.
         reason: String,
+    },
+
+    /// The HBase Thrift gateway could not listen on its address.
+    #[error("thrift gateway can't listen on {addr}: {source}")]
+    GatewayBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
     },
 
     /// The store can't be reached right now; retrying later may succeed. Not produced by the

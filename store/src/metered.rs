@@ -98,8 +98,11 @@ impl RowStore for MeteredStore {
 
 impl StoreError {
     /// Every value [`StoreError::kind`] returns.
-    pub const KINDS: [&'static str; 9] = [
+    pub const KINDS: [&'static str; 12] = [
         "unknown_table",
+        "table_exists",
+        "configured_table",
+        "gateway_bind",
         "storage",
         "corrupt",
         "invalid_mutation",
@@ -115,6 +118,9 @@ impl StoreError {
     pub fn kind(&self) -> &'static str {
         match self {
             StoreError::UnknownTable(_) => "unknown_table",
+            StoreError::TableExists(_) => "table_exists",
+            StoreError::ConfiguredTable(_) => "configured_table",
+            StoreError::GatewayBind { .. } => "gateway_bind",
             StoreError::Storage(_) => "storage",
             StoreError::Corrupt { .. } => "corrupt",
             StoreError::InvalidMutation { .. } => "invalid_mutation",

@@ -23,7 +23,12 @@ pub struct Server {
     pub base: String,
     pub data_dir: PathBuf,
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// `host:port` of the HBase Thrift gateway, when started with `--thrift-listen`.
+    pub thrift: Option<String>,
 }
+
+/// The line prefix `hbidx` prints once its Thrift gateway accepts connections.
+const THRIFT_LINE: &str = "thrift gateway listening on ";
 
 impl Server {
     /// Runs `hbidx <args> --listen 127.0.0.1:0 --data-dir <dir>` with [`TEST_API_KEY`] and
@@ -61,11 +66,17 @@ impl Server {
         let stderr = child.stderr.take().expect("stderr piped");
         let stdout = child.stdout.take().expect("stdout piped");
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let thrift = std::sync::Arc::new(std::sync::Mutex::new(None));
         let (tx, rx) = mpsc::channel();
         {
             let log = log.clone();
+            let thrift = thrift.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    // The gateway starts before the HTTP listener, so its line comes first.
+                    if let Some(addr) = line.strip_prefix(THRIFT_LINE) {
+                        *thrift.lock().unwrap() = Some(addr.trim().to_string());
+                    }
                     if let Some(addr) = line.split("listening on http://").nth(1) {
                         let addr = addr
                             .split_whitespace()
@@ -96,12 +107,37 @@ impl Server {
                 );
             }
         };
+        let thrift = thrift.lock().unwrap().clone();
         Server {
             child,
             base: format!("http://{addr}"),
             data_dir: data_dir.to_path_buf(),
             log,
+            thrift,
         }
+    }
+
+    /// [`Server::start`] with the HBase Thrift gateway on an ephemeral port
+    /// (`--thrift-listen 127.0.0.1:0`); its address is in `thrift`.
+    pub fn start_with_thrift(subcommand: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
+        let mut args = vec!["--thrift-listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let server = Server::start(subcommand, data_dir, &args);
+        assert!(
+            server.thrift.is_some(),
+            "hbidx printed no \"{THRIFT_LINE}\" line; log:\n{}",
+            server.log_text()
+        );
+        server
+    }
+
+    /// The Thrift gateway's address; panics when it wasn't started.
+    pub fn thrift_addr(&self) -> std::net::SocketAddr {
+        self.thrift
+            .as_deref()
+            .expect("started with --thrift-listen")
+            .parse()
+            .expect("a socket address")
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,167 @@
+//! `[server]`: where `hbidx serve` and `hbidx demo` listen. The schema crate keeps the section
+//! raw; it is parsed here, next to the flags that override it.
+//!
+//! ```toml
+//! [server]
+//! listen = "127.0.0.1:8080"          # REST API (--listen)
+//! thrift_listen = "127.0.0.1:9090"   # HBase Thrift1 gateway (--thrift-listen); off when unset
+//! thrift_workers = 64                # connections served at once (one thread each)
+//! thrift_transport = "buffered"      # or "framed"
+//! thrift_protocol = "binary"         # or "compact"
+//! ```
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result, bail};
+use hbidx_schema::config::Config;
+use hbidx_store::gateway::{DEFAULT_WORKERS, GatewayOptions, ThriftProtocol, ThriftTransport};
+use serde::Deserialize;
+
+/// The REST API's address when neither `--listen` nor `[server] listen` says.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    thrift_listen: Option<String>,
+    thrift_workers: Option<i64>,
+    thrift_transport: Option<String>,
+    thrift_protocol: Option<String>,
+}
+
+/// `[server]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub listen: Option<SocketAddr>,
+    pub thrift_listen: Option<SocketAddr>,
+    pub thrift_workers: usize,
+    pub thrift_transport: ThriftTransport,
+    pub thrift_protocol: ThriftProtocol,
+}
+
+fn address(key: &str, text: &str) -> Result<SocketAddr> {
+    text.parse()
+        .with_context(|| format!("server.{key}: `{text}` is not an address like 127.0.0.1:9090"))
+}
+
+impl ServerConfig {
+    /// Parses `[server]` of `config`; no IO.
+    pub fn from_config(config: &Config) -> Result<Self> {
+        let raw: RawServer = match &config.raw_server {
+            Some(value) => value
+                .clone()
+                .try_into()
+                .map_err(|error: toml::de::Error| anyhow::anyhow!("server: {}", error.message()))?,
+            None => RawServer::default(),
+        };
+        let listen = raw
+            .listen
+            .as_deref()
+            .map(|text| address("listen", text))
+            .transpose()?;
+        let thrift_listen = raw
+            .thrift_listen
+            .as_deref()
+            .map(|text| address("thrift_listen", text))
+            .transpose()?;
+        let thrift_workers = match raw.thrift_workers {
+            None => DEFAULT_WORKERS,
+            Some(workers @ 1..=4096) => workers as usize,
+            Some(workers) => bail!("server.thrift_workers: {workers} is not within 1..=4096"),
+        };
+        let thrift_transport = match raw.thrift_transport.as_deref() {
+            None => ThriftTransport::Buffered,
+            Some(text) => text
+                .parse()
+                .map_err(|error: String| anyhow::anyhow!("server.thrift_transport: {error}"))?,
+        };
+        let thrift_protocol = match raw.thrift_protocol.as_deref() {
+            None => ThriftProtocol::Binary,
+            Some(text) => text
+                .parse()
+                .map_err(|error: String| anyhow::anyhow!("server.thrift_protocol: {error}"))?,
+        };
+        Ok(Self {
+            listen,
+            thrift_listen,
+            thrift_workers,
+            thrift_transport,
+            thrift_protocol,
+        })
+    }
+
+    /// The REST address: the flag, else `[server] listen`, else the default.
+    pub fn listen(&self, flag: Option<SocketAddr>) -> SocketAddr {
+        flag.or(self.listen).unwrap_or_else(|| {
+            DEFAULT_LISTEN
+                .parse()
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)))
+        })
+    }
+
+    /// The gateway's options when it is switched on, by the flag or `[server] thrift_listen`
+    /// (the flag wins).
+    pub fn gateway(&self, flag: Option<SocketAddr>) -> Option<GatewayOptions> {
+        let listen = flag.or(self.thrift_listen)?;
+        Some(GatewayOptions {
+            transport: self.thrift_transport,
+            protocol: self.thrift_protocol,
+            workers: self.thrift_workers,
+            ..GatewayOptions::new(listen)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(server: &str) -> Result<ServerConfig> {
+        let text = format!("{}\n[server]\n{server}\n", crate::EXAMPLE_CONFIG);
+        ServerConfig::from_config(&hbidx_schema::parse_config(&text)?)
+    }
+
+    #[test]
+    fn flags_override_the_config_and_the_gateway_is_off_by_default() {
+        let config = parse("listen = \"127.0.0.1:9000\"").unwrap();
+        assert_eq!(config.listen(None), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            config.listen(Some("127.0.0.1:1".parse().unwrap())),
+            "127.0.0.1:1".parse().unwrap()
+        );
+        assert_eq!(config.gateway(None), None);
+        let gateway = config
+            .gateway(Some("127.0.0.1:9090".parse().unwrap()))
+            .unwrap();
+        assert_eq!(gateway.workers, DEFAULT_WORKERS);
+        assert_eq!(gateway.transport, ThriftTransport::Buffered);
+        assert_eq!(gateway.protocol, ThriftProtocol::Binary);
+    }
+
+    #[test]
+    fn thrift_keys_are_read_and_checked() {
+        let config = parse(
+            "thrift_listen = \"127.0.0.1:9091\"\nthrift_workers = 8\nthrift_transport = \"framed\"\nthrift_protocol = \"compact\"",
+        )
+        .unwrap();
+        let gateway = config.gateway(None).unwrap();
+        assert_eq!(gateway.listen, "127.0.0.1:9091".parse().unwrap());
+        assert_eq!(gateway.workers, 8);
+        assert_eq!(gateway.transport, ThriftTransport::Framed);
+        assert_eq!(gateway.protocol, ThriftProtocol::Compact);
+
+        let error = parse("thrift_listen = \"nowhere\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("server.thrift_listen"), "{error}");
+        let error = parse("thrift_workers = 0").unwrap_err().to_string();
+        assert!(error.contains("server.thrift_workers"), "{error}");
+        let error = parse("thrift_protocol = \"json\"").unwrap_err().to_string();
+        assert!(error.contains("binary, compact"), "{error}");
+        let error = parse("thrift_lisen = \"127.0.0.1:1\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("thrift_lisen"), "{error}");
+    }
+}
