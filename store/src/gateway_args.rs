@@ -254,7 +254,10 @@ mod tests {
 
     /// Reads the argument struct of one call the way the generated code does, returning each
     /// field as (id, type, list/map size).
-    fn read_arguments(bytes: &[u8]) -> (String, Vec<(Option<i16>, TType, Option<i32>)>) {
+    /// One argument as read: field id, type, and the size of a list or map.
+    type Field = (Option<i16>, TType, Option<i32>);
+
+    fn read_arguments(bytes: &[u8]) -> (String, Vec<Field>) {
         let mut channel = TBufferChannel::with_capacity(bytes.len(), 0);
         channel.set_readable_bytes(bytes);
         let mut protocol = NullableArgs::new(Box::new(TBinaryInputProtocol::new(channel, true)));
