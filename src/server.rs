@@ -317,9 +317,16 @@ impl Runtime {
             .drain()
             .map(|(_, handle)| handle)
             .collect();
-        tokio::task::spawn_blocking(move || handles.into_iter().for_each(IndexerHandle::shutdown))
-            .await
-            .context("indexer shutdown")
+        // Dropping the store fsyncs its journal, but the Thrift gateway's thread holds the store
+        // until the process exits, so it may never be dropped: fsync here.
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            handles.into_iter().for_each(IndexerHandle::shutdown);
+            store.sync_to_disk()
+        })
+        .await
+        .context("indexer shutdown")?
+        .context("syncing the row store to disk")
     }
 }
 
