@@ -319,10 +319,10 @@ impl Runtime {
             .collect();
         // Dropping the store fsyncs its journal, but the Thrift gateway's thread holds the store
         // until the process exits, so it may never be dropped: fsync here.
-        let store = self.store.clone();
+        let store = self.embedded.clone();
         tokio::task::spawn_blocking(move || {
             handles.into_iter().for_each(IndexerHandle::shutdown);
-            store.sync_to_disk()
+            store.map_or(Ok(()), |store| store.sync_to_disk())
         })
         .await
         .context("indexer shutdown")?

@@ -482,7 +482,10 @@ fn rust_thrift_client_reads_writes_scans_and_gets_clear_errors() {
     let error = client
         .get_row(b"nope".to_vec(), b"r".to_vec(), no_attributes())
         .unwrap_err();
-    assert_eq!(io_message(error), "table `nope` does not exist");
+    assert_eq!(
+        io_message(error),
+        "TableNotFoundException: table `nope` does not exist"
+    );
     let error = client
         .mutate_row(t(), b"r".to_vec(), vec![put("cf", "v")], no_attributes())
         .unwrap_err();

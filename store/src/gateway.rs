@@ -14,6 +14,9 @@
 //!   other write. Without a timestamp the server's clock (ms) is used, one value per call.
 //! - Scanners: `scannerOpen(WithStop|WithPrefix|WithScan)(Ts)`, `scannerGet(List)`,
 //!   `scannerClose`.
+//! - Error messages start with the name of the exception HBase's Java server would have thrown
+//!   (`TableNotFoundException: …`, `NoSuchColumnFamilyException: …`), since that is what HBase
+//!   clients, hbidx's own `HbaseStore` included, look for in an `IOError`.
 //! - Everything else (`atomicIncrement`, `increment(Rows)`, `append`, `checkAndPut`,
 //!   `getRegionInfo`, `grant`, `revoke`) answers an `IOError` naming the method.
 //!
@@ -323,12 +326,12 @@ fn io_error(message: String) -> thrift::Error {
 impl From<StoreError> for Failure {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::UnknownTable(table) => {
-                Failure::Io(format!("table `{table}` does not exist"))
-            }
-            StoreError::TableExists(table) => {
-                Failure::AlreadyExists(format!("table `{table}` already exists"))
-            }
+            StoreError::UnknownTable(table) => Failure::Io(format!(
+                "TableNotFoundException: table `{table}` does not exist"
+            )),
+            StoreError::TableExists(table) => Failure::AlreadyExists(format!(
+                "TableExistsException: table `{table}` already exists"
+            )),
             error @ (StoreError::InvalidMutation { .. } | StoreError::InvalidRequest { .. }) => {
                 Failure::IllegalArgument(error.to_string())
             }
@@ -424,7 +427,7 @@ impl Target {
             Ok(())
         } else {
             Err(Failure::Io(format!(
-                "table `{}` is disabled; enable it first",
+                "TableNotEnabledException: table `{}` is disabled; enable it first",
                 self.thrift_name
             )))
         }
@@ -450,7 +453,8 @@ impl Target {
         match &self.info.families {
             Some(families) if !families.iter().any(|known| known == family) => {
                 Err(Failure::Io(format!(
-                    "column family `{family}` does not exist in table `{}` (families: {})",
+                    "NoSuchColumnFamilyException: column family `{family}` does not exist in table `{}` \
+                     (families: {})",
                     self.thrift_name,
                     families.join(", ")
                 )))
@@ -660,9 +664,9 @@ impl Gateway {
             .store
             .table_info(&store_name)
             .map_err(|error| match error {
-                StoreError::UnknownTable(_) => {
-                    Failure::Io(format!("table `{name}` does not exist"))
-                }
+                StoreError::UnknownTable(_) => Failure::Io(format!(
+                    "TableNotFoundException: table `{name}` does not exist"
+                )),
                 other => Failure::from(other),
             })?;
         let thrift_name = self.thrift_name(&info);
@@ -795,7 +799,7 @@ impl Gateway {
         validate_hbase_table_name(name)?;
         if self.by_thrift_name.contains_key(name) {
             return Err(Failure::AlreadyExists(format!(
-                "table `{name}` already exists (it comes from the hbidx config)"
+                "TableExistsException: table `{name}` already exists (it comes from the hbidx config)"
             )));
         }
         let mut names = Vec::with_capacity(families.len());
@@ -883,7 +887,8 @@ impl Gateway {
         }
         if target.info.enabled {
             return Err(Failure::Io(format!(
-                "table `{}` is enabled; disable it first (HBase deletes only disabled tables)",
+                "TableNotDisabledException: table `{}` is enabled; disable it first (HBase deletes \
+                 only disabled tables)",
                 target.thrift_name
             )));
         }
