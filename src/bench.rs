@@ -9,7 +9,9 @@
 //! 4. index bytes per row and the process RSS;
 //! 5. HTTP lookups by phone at fixed concurrency with `wrk` (Debian package) against the real
 //!    service on loopback: throughput and p50/p99;
-//! 6. batch lookups of 1000 phones per call, and a reindex by table scan (rows/s).
+//! 6. batch lookups of 1000 phones per call, and a reindex by table scan (rows/s);
+//! 7. lookups and batch lookups again with the rows read over HBase Thrift1 (the gateway over
+//!    this store, read through HbaseStore).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -231,43 +233,15 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             &api_key,
             people.iter().take(50_000).map(|p| p.phone.as_str()),
         )?;
-        let url = format!("http://{addr}");
-        let (wrk_threads, connections, seconds) =
-            (args.wrk_threads, args.connections, args.lookup_seconds);
-        let output = tokio::task::spawn_blocking(move || {
-            Command::new("wrk")
-                .args([
-                    format!("-t{wrk_threads}"),
-                    format!("-c{connections}"),
-                    format!("-d{seconds}s"),
-                    "--latency".into(),
-                    "-s".into(),
-                    script.display().to_string(),
-                    url,
-                ])
-                .output()
-        })
-        .await?;
-        match output {
-            Ok(output) if output.status.success() => {
-                let text = String::from_utf8_lossy(&output.stdout);
-                report.push(Row(
-                    "lookup by phone over HTTP (wrk)",
-                    summarize_wrk(&text, wrk_threads, connections),
-                ));
-            }
-            Ok(output) => report.push(Row(
+        report.push(
+            run_wrk(
                 "lookup by phone over HTTP (wrk)",
-                format!(
-                    "wrk failed: {}",
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
-            )),
-            Err(err) => report.push(Row(
-                "lookup by phone over HTTP (wrk)",
-                format!("not measured: cannot run wrk ({err}); apt-get install wrk"),
-            )),
-        }
+                format!("http://{addr}"),
+                &script,
+                &args,
+            )
+            .await?,
+        );
     }
 
     // Phase 6: batch lookups of 1000 phones in one call, then a reindex by table scan.
@@ -276,6 +250,51 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     batch_lookups(&client, &base, &table.name, &people, &mut report).await?;
     scan_reindex(&client, &base, &table.name, &mut report).await?;
     server.abort();
+
+    // Phase 7: the same lookups with the rows read over HBase Thrift1: the gateway serves this
+    // store, and a second service reads it through HbaseStore (index → rowkeys →
+    // getRowsWithColumns), exactly as against an HBase Thrift server.
+    let gateway = server::start_gateway(
+        &runtime,
+        &config,
+        hbidx_store::gateway::GatewayOptions::new("127.0.0.1:0".parse()?),
+    )?;
+    let mut thrift = hbidx_store::HbaseConfig::new(gateway.local_addr().to_string());
+    thrift.pool_size = 32;
+    let hbase = hbidx_store::HbaseStore::new(thrift, &[(table.name.clone(), table.full_name())]);
+    let tables: Vec<hbidx_query::TableRuntime> = runtime.state.tables.values().cloned().collect();
+    let thrift_state = std::sync::Arc::new(
+        hbidx_query::AppState::new(std::sync::Arc::new(hbase), tables)
+            .with_auth(hbidx_query::auth::Auth::new(&security)),
+    );
+    let listener = server::bind("127.0.0.1:0".parse()?).await?;
+    let thrift_addr = listener.local_addr()?;
+    let app = hbidx_query::app(thrift_state);
+    let thrift_server = tokio::spawn(async move { axum::serve(listener, app).await });
+    if args.lookup_seconds > 0 {
+        report.push(
+            run_wrk(
+                "lookup by phone, rows over Thrift1 (wrk)",
+                format!("http://{thrift_addr}"),
+                &data_dir.join("phones.lua"),
+                &args,
+            )
+            .await?,
+        );
+    }
+    let mut thrift_rows = Vec::new();
+    batch_lookups(
+        &client,
+        &format!("http://{thrift_addr}"),
+        &table.name,
+        &people,
+        &mut thrift_rows,
+    )
+    .await?;
+    for Row(_, value) in thrift_rows {
+        report.push(Row("batch lookup, 1000 phones, rows over Thrift1", value));
+    }
+    thrift_server.abort();
 
     report.push(Row(
         "RSS",
@@ -298,6 +317,49 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         println!("| {name} | {value} |");
     }
     Ok(())
+}
+
+/// Runs wrk with the lookup script against `url` and summarises it.
+async fn run_wrk(
+    label: &'static str,
+    url: String,
+    script: &std::path::Path,
+    args: &BenchArgs,
+) -> Result<Row> {
+    let (wrk_threads, connections, seconds) =
+        (args.wrk_threads, args.connections, args.lookup_seconds);
+    let script = script.display().to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("wrk")
+            .args([
+                format!("-t{wrk_threads}"),
+                format!("-c{connections}"),
+                format!("-d{seconds}s"),
+                "--latency".into(),
+                "-s".into(),
+                script,
+                url,
+            ])
+            .output()
+    })
+    .await?;
+    Ok(match output {
+        Ok(output) if output.status.success() => {
+            let text = String::from_utf8_lossy(&output.stdout);
+            Row(label, summarize_wrk(&text, wrk_threads, connections))
+        }
+        Ok(output) => Row(
+            label,
+            format!(
+                "wrk failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        ),
+        Err(err) => Row(
+            label,
+            format!("not measured: cannot run wrk ({err}); apt-get install wrk"),
+        ),
+    })
 }
 
 /// An HTTP client that sends the bench's API key on every request.
