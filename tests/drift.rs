@@ -5,41 +5,18 @@
 
 mod util;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hbidx_schema::model::{CellOp, Mutation};
 use serde_json::json;
-use util::{Server, get, keys, put};
+use util::{Server, cli, get, keys, put, report_count};
 
 const ROWS: usize = 300;
 
 fn phone(i: usize) -> String {
     format!("137{:08}", 20_000_000 + i)
-}
-
-fn cli(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
-        .args(args)
-        .env("HBIDX_API_KEY", util::TEST_API_KEY)
-        .output()
-        .expect("hbidx runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
-}
-
-fn report_count(text: &str, label: &str) -> u64 {
-    text.lines()
-        .find(|line| line.trim_start().starts_with(label))
-        .and_then(|line| line.split_whitespace().last())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no `{label}` line in:\n{text}"))
 }
 
 #[test]

@@ -9,11 +9,10 @@
 mod util;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use util::{Server, eventually, get, keys, post, put};
+use util::{Server, cli, eventually, get, keys, post, put, report_count};
 
 /// A free TCP port on loopback (for a gateway that must come back on the same address).
 fn free_port() -> u16 {
@@ -46,31 +45,8 @@ fn hbase_config(dir: &Path, thrift: &str, namespace: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// Runs the CLI with the test servers' API key (`reindex|verify --server` need an admin key).
-fn cli(args: &[&str]) -> (i32, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
-        .args(args)
-        .env("HBIDX_API_KEY", util::TEST_API_KEY)
-        .output()
-        .expect("hbidx runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().unwrap_or(-1), text)
-}
-
 fn lookup(server: &Server, query: &str) -> (u16, Value) {
     get(&server.url(&format!("/v1/tables/user/rows?{query}")))
-}
-
-fn report_count(text: &str, label: &str) -> u64 {
-    text.lines()
-        .find(|line| line.trim_start().starts_with(label))
-        .and_then(|line| line.split_whitespace().last())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no `{label}` line in:\n{text}"))
 }
 
 #[test]

@@ -304,8 +304,9 @@ fn offset_of(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
-/// The smallest key greater than every key starting with `prefix`, if any.
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+/// The smallest key greater than every key starting with `prefix`, if any. Shared with the
+/// HBase store, which turns a prefix scan into a start/stop range the same way.
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let last_incrementable = prefix.iter().rposition(|&byte| byte != u8::MAX)?;
     let mut successor = prefix[..=last_incrementable].to_vec();
     successor[last_incrementable] += 1;

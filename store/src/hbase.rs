@@ -47,6 +47,7 @@ use tokio::sync::Semaphore;
 use crate::api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 use crate::breaker::{Breaker, BreakerState};
 use crate::config::{HbaseConfig, ThriftProtocol, ThriftTransport};
+use crate::embedded::prefix_successor;
 use crate::error::{Result, StoreError};
 
 type Client = HbaseSyncClient<Box<dyn TInputProtocol + Send>, Box<dyn TOutputProtocol + Send>>;
@@ -429,14 +430,6 @@ fn to_row(result: TRowResult) -> Option<Row> {
     (!cells.is_empty()).then_some(Row { rowkey, cells })
 }
 
-/// The smallest key greater than every key starting with `prefix`, if any.
-fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let last = prefix.iter().rposition(|&byte| byte != u8::MAX)?;
-    let mut successor = prefix[..=last].to_vec();
-    successor[last] += 1;
-    Some(successor)
-}
-
 /// The most rows asked for in one `getRowsWithColumns` (HBase's own multi-get batches further).
 const MULTI_GET_CHUNK: usize = 1000;
 
@@ -630,13 +623,6 @@ impl RowStore for HbaseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prefix_successor_handles_ff() {
-        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_successor(&[0x61, 0xff]), Some(vec![0x62]));
-        assert_eq!(prefix_successor(&[0xff, 0xff]), None);
-    }
 
     #[test]
     fn table_not_found_becomes_table_missing() {

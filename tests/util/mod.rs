@@ -262,3 +262,27 @@ pub fn keys(body: &Value) -> Vec<String> {
     keys.sort();
     keys
 }
+
+/// Runs the `hbidx` CLI with [`TEST_API_KEY`] in its environment: exit code, stdout + stderr.
+pub fn cli(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(args)
+        .env("HBIDX_API_KEY", TEST_API_KEY)
+        .output()
+        .expect("hbidx runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().unwrap_or(-1), text)
+}
+
+/// The number at the end of the drift report line starting with `label` (`hbidx verify`).
+pub fn report_count(text: &str, label: &str) -> u64 {
+    text.lines()
+        .find(|line| line.trim_start().starts_with(label))
+        .and_then(|line| line.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `{label}` line in:\n{text}"))
+}
