@@ -114,11 +114,7 @@ async fn run(
     table_name: &str,
     job: u64,
 ) -> Result<()> {
-    let runtime = state
-        .tables
-        .get(table_name)
-        .ok_or_else(|| anyhow!("unknown table {table_name}"))?
-        .clone();
+    let runtime = table_runtime(state, table_name)?;
     let table = runtime.config.clone();
     let kafka = wiring
         .kafka_for(table_name)
@@ -192,11 +188,7 @@ async fn swap(
     job: u64,
     finish_shadow: impl FnOnce() + Send + 'static,
 ) -> Result<()> {
-    let runtime = state
-        .tables
-        .get(table_name)
-        .ok_or_else(|| anyhow!("unknown table {table_name}"))?
-        .clone();
+    let runtime = table_runtime(state, table_name)?;
     let table = runtime.config.clone();
     let live_dir = wiring.index_dir(table_name);
     let shadow = shadow_dir(&live_dir);
@@ -252,6 +244,14 @@ async fn swap(
     }
 }
 
+fn table_runtime(state: &SharedState, table_name: &str) -> Result<hbidx_query::TableRuntime> {
+    state
+        .tables
+        .get(table_name)
+        .cloned()
+        .ok_or_else(|| anyhow!("unknown table {table_name}"))
+}
+
 /// Rows per scan batch of a store reindex.
 const SCAN_BATCH: usize = 1000;
 
@@ -262,11 +262,7 @@ async fn run_store(
     table_name: &str,
     job: u64,
 ) -> Result<()> {
-    let runtime = state
-        .tables
-        .get(table_name)
-        .ok_or_else(|| anyhow!("unknown table {table_name}"))?
-        .clone();
+    let runtime = table_runtime(state, table_name)?;
     let table = runtime.config.clone();
     let shadow = shadow_dir(&wiring.index_dir(table_name));
     // Taken before the first row is read: see the module docs.

@@ -224,17 +224,33 @@ pub async fn run(
                 },
             )
             .await?;
-        for row in &batch.rows {
-            report.store_rows_checked += 1;
-            if checked.contains(&row.rowkey) {
-                continue;
+        report.store_rows_checked += batch.rows.len() as u64;
+        let unchecked: Vec<_> = batch
+            .rows
+            .into_iter()
+            .filter(|row| !checked.contains(&row.rowkey))
+            .collect();
+        // One committed-state read per row (term probe + stored doc): a full scan does
+        // millions, so they run off the async runtime, a batch at a time.
+        let searcher = runtime.searcher.clone();
+        let table_config = runtime.config.clone();
+        let drifts = tokio::task::spawn_blocking(move || {
+            let mut drifts = Vec::new();
+            for row in &unchecked {
+                let indexed = searcher.committed_state(&row.rowkey)?;
+                if let Some(drift) =
+                    diff_row(&table_config, &row.rowkey, indexed.as_ref(), Some(row))
+                {
+                    drifts.push(drift);
+                }
             }
-            let indexed = runtime.searcher.committed_state(&row.rowkey)?;
-            if let Some(drift) = diff_row(&runtime.config, &row.rowkey, indexed.as_ref(), Some(row))
-            {
-                report.record(&drift);
-                repairs.push(drift);
-            }
+            Ok::<_, hbidx_indexer::IndexerError>(drifts)
+        })
+        .await
+        .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
+        for drift in drifts {
+            report.record(&drift);
+            repairs.push(drift);
         }
         match batch.next_start {
             Some(next) => start = next,
