@@ -17,13 +17,14 @@ use std::sync::Arc;
 
 use hbidx_schema::config::{FieldKind, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
-use tantivy::collector::TopDocs;
+use tantivy::columnar::StrColumn;
 use tantivy::directory::MmapDirectory;
+use tantivy::index::SegmentId;
 use tantivy::indexer::UserOperation;
-use tantivy::query::{BooleanQuery, Occur, Query, RangeQuery, TermQuery};
+use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, RangeQuery, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, STORED, STRING, Schema, Value};
 use tantivy::{
-    DocAddress, DocSet, Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
+    DocAddress, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term,
 };
 
 use crate::analysis::{self, Condition, GRAM, PINYIN, TAIL};
@@ -130,6 +131,7 @@ pub fn open_table_index(
         table: table.clone(),
         reader: Arc::new(std::sync::RwLock::new(reader)),
         fields: fields.clone(),
+        rowkey_columns: Arc::default(),
     };
     let writer = TableIndexWriter {
         table,
@@ -452,7 +454,14 @@ pub struct TableSearcher {
     /// ([`TableSearcher::adopt`]).
     reader: Arc<std::sync::RwLock<IndexReader>>,
     fields: Arc<Fields>,
+    /// The `_rk` columns of the segments last searched ([`TableSearcher::rowkey_columns`]).
+    /// Keyed by segment ids, which are unique across indexes, so a reindex swap can't hit a
+    /// stale entry.
+    rowkey_columns: Arc<std::sync::Mutex<Option<RowkeyColumns>>>,
 }
+
+/// Segment ids and their `_rk` columns, in the searcher's segment order.
+type RowkeyColumns = (Vec<SegmentId>, Arc<Vec<Option<StrColumn>>>);
 
 impl TableSearcher {
     pub fn table(&self) -> &Arc<TableConfig> {
@@ -596,13 +605,47 @@ impl TableSearcher {
             Box::new(BooleanQuery::new(clauses))
         };
         let searcher = self.reader().searcher();
-        let collector =
-            TopDocs::with_limit(limit + 1).order_by_string_fast_field("_rk", Order::Asc);
-        let hits = searcher.search(&query, &collector)?;
-        let has_more = hits.len() > limit;
-        let mut rowkeys = Vec::with_capacity(hits.len().min(limit));
-        for (sort_key, _) in hits.into_iter().take(limit) {
-            let Some(hex_key) = sort_key else { continue };
+        let columns = self.rowkey_columns(&searcher)?;
+        let weight = query.weight(EnableScoring::disabled_from_searcher(&searcher))?;
+        // Per segment, the `limit + 1` smallest rowkeys among the live matches. Term ordinals of
+        // the `_rk` column sort like the rowkeys themselves, so ranking happens on integers and
+        // only the winners are turned back into rowkeys (one dictionary block decode each).
+        // This replaces tantivy's sort-by-string collector, which opened the column and
+        // resolved ordinals to strings on every query: most of a lookup's index time.
+        let keep = limit + 1;
+        let mut hex_keys: Vec<String> = Vec::new();
+        let mut ords: Vec<u64> = Vec::new();
+        for (segment, column) in searcher.segment_readers().iter().zip(columns.iter()) {
+            let Some(column) = column else { continue };
+            let alive = segment.alive_bitset();
+            ords.clear();
+            weight.for_each_no_score(segment, &mut |docs| {
+                for &doc in docs {
+                    if alive.is_none_or(|bits| bits.is_alive(doc)) {
+                        ords.extend(column.term_ords(doc));
+                    }
+                }
+            })?;
+            if ords.len() > keep {
+                ords.select_nth_unstable(keep - 1);
+                ords.truncate(keep);
+            }
+            for &ord in &ords {
+                let mut hex_key = String::new();
+                if column
+                    .ord_to_str(ord, &mut hex_key)
+                    .map_err(tantivy::TantivyError::from)?
+                {
+                    hex_keys.push(hex_key);
+                }
+            }
+        }
+        // A rowkey has one live document, so there is nothing to deduplicate across segments.
+        hex_keys.sort_unstable();
+        let has_more = hex_keys.len() > limit;
+        hex_keys.truncate(limit);
+        let mut rowkeys = Vec::with_capacity(hex_keys.len());
+        for hex_key in hex_keys {
             match hex::decode(&hex_key) {
                 Ok(rowkey) => rowkeys.push(rowkey),
                 Err(err) => {
@@ -614,6 +657,34 @@ impl TableSearcher {
             }
         }
         Ok(LookupPage { rowkeys, has_more })
+    }
+
+    /// The `_rk` fast-field column of each segment of `searcher`, in segment order. Opening a
+    /// column walks the segment's columnar index, so the columns are opened once per set of
+    /// segments (a reload that only changes deletes keeps them) rather than once per lookup.
+    fn rowkey_columns(&self, searcher: &tantivy::Searcher) -> Result<Arc<Vec<Option<StrColumn>>>> {
+        let segments = searcher.segment_readers();
+        let mut cache = self
+            .rowkey_columns
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((ids, columns)) = cache.as_ref()
+            && ids.len() == segments.len()
+            && ids
+                .iter()
+                .zip(segments)
+                .all(|(id, s)| *id == s.segment_id())
+        {
+            return Ok(columns.clone());
+        }
+        let ids: Vec<SegmentId> = segments.iter().map(|s| s.segment_id()).collect();
+        let columns = segments
+            .iter()
+            .map(|segment| segment.fast_fields().str("_rk"))
+            .collect::<tantivy::Result<Vec<_>>>()?;
+        let columns = Arc::new(columns);
+        *cache = Some((ids, columns.clone()));
+        Ok(columns)
     }
 
     /// Every live rowkey with its indexed values (column → raw value), in no particular order.

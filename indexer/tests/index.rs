@@ -250,40 +250,74 @@ fn change_feed_pipeline_indexes_within_the_commit_interval_and_trims_the_feed() 
     assert!(store.read_feed(&table.name, 0, 10).unwrap().is_empty());
 }
 
+/// Pages come from several segments, with replaced and deleted documents among them: every
+/// live match exactly once, in rowkey order, whatever the page size.
 #[test]
 fn paging_in_rowkey_order_returns_every_match_once() {
     let dir = tempfile::tempdir().unwrap();
     let table = table();
     let (mut writer, searcher) =
         open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    let mut offset = 0;
+    let mut apply = |writer: &mut hbidx_indexer::TableIndexWriter, mutation: Mutation| {
+        offset += 1;
+        writer.apply(&mutation, CHANGE_FEED, 0, offset).unwrap();
+    };
+    // Three commits, three segments.
     for i in 0..57 {
-        writer
-            .apply(
-                &put(&table, &format!("u{i}"), 1, &[("info:name", "张伟")]),
-                CHANGE_FEED,
-                0,
-                i + 1,
-            )
-            .unwrap();
+        apply(
+            &mut writer,
+            put(&table, &format!("u{i}"), 1, &[("info:name", "张伟")]),
+        );
+        if i % 20 == 19 {
+            writer.commit().unwrap();
+        }
     }
     writer.commit().unwrap();
-    let mut all = Vec::new();
-    let mut cursor: Option<Vec<u8>> = None;
-    loop {
-        let page = searcher
-            .lookup(&[name(&table, "张伟")], 10, cursor.as_deref())
-            .unwrap();
-        all.extend(page.rowkeys.clone());
-        if !page.has_more {
-            break;
-        }
-        cursor = page.rowkeys.last().cloned();
+    // Rewrites move u0..u9 into a fourth segment (their old documents are deleted); u50..u56
+    // are deleted; u3 and u4 get another name and stop matching.
+    for i in 0..10 {
+        let name = if i == 3 || i == 4 { "李娜" } else { "张伟" };
+        apply(
+            &mut writer,
+            put(&table, &format!("u{i}"), 2, &[("info:name", name)]),
+        );
     }
-    assert_eq!(all.len(), 57);
-    let mut sorted = all.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(all, sorted, "pages are in rowkey order with no repeats");
+    for i in 50..57 {
+        apply(
+            &mut writer,
+            Mutation {
+                table: table.name.clone(),
+                rowkey: table.rowkey.encode(&format!("u{i}")).unwrap(),
+                ops: vec![CellOp::DeleteRow { ts: 2 }],
+            },
+        );
+    }
+    writer.commit().unwrap();
+    let mut expected: Vec<Vec<u8>> = (0..50)
+        .filter(|i| *i != 3 && *i != 4)
+        .map(|i| table.rowkey.encode(&format!("u{i}")).unwrap())
+        .collect();
+    expected.sort();
+    for page_size in [1, 7, 10, 48, 100] {
+        let mut all = Vec::new();
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let page = searcher
+                .lookup(&[name(&table, "张伟")], page_size, cursor.as_deref())
+                .unwrap();
+            assert!(page.rowkeys.len() <= page_size);
+            all.extend(page.rowkeys.clone());
+            if !page.has_more {
+                break;
+            }
+            cursor = page.rowkeys.last().cloned();
+        }
+        assert_eq!(all, expected, "page size {page_size}");
+    }
+    let others = searcher.lookup(&[name(&table, "李娜")], 10, None).unwrap();
+    assert_eq!(others.rowkeys.len(), 2);
+    assert!(!others.has_more);
 }
 
 /// The region report (dashboard) reads live rowkeys from postings and the `_rk` column: deleted

@@ -105,6 +105,8 @@ pub struct AppState {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// The dashboard's recent points and region reports.
     pub ops: ops::Ops,
+    /// Metric handles the per-request path reuses.
+    pub metric_handles: telemetry::MetricHandles,
 }
 
 impl AppState {
@@ -124,6 +126,7 @@ impl AppState {
             auth: auth::Auth::default(),
             metrics: None,
             ops: ops::Ops::default(),
+            metric_handles: telemetry::MetricHandles::default(),
         }
     }
 
@@ -194,7 +197,10 @@ pub fn app(state: SharedState) -> Router {
         ))
         // Outermost, so refused requests (401, 403, 429) are counted and timed too; per route,
         // so requests are labelled by their route template (`MatchedPath`).
-        .route_layer(middleware::from_fn(telemetry::track_http))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            telemetry::track_http,
+        ))
         .with_state(state)
 }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Caller;
 use crate::extract::{ApiJson, QueryPairs};
-use crate::{ApiError, SharedState, TableRuntime};
+use crate::{ApiError, AppState, SharedState, TableRuntime};
 
 /// One row in a response. The shape is part of the public API (README: "Response shapes").
 #[derive(Debug, Serialize)]
@@ -53,19 +53,40 @@ fn match_label(condition: &Condition) -> &'static str {
 
 /// Counts a lookup condition by field kind and match mode: never by the value, which is
 /// personal data and unbounded.
-fn count_condition(table: &str, condition: &Condition) {
-    metrics::counter!(
-        "hbidx_lookups_total",
-        "table" => table.to_string(),
-        "kind" => condition.kind.as_str(),
-        "match" => match_label(condition),
-    )
-    .increment(1);
+fn count_condition(state: &AppState, table: &str, condition: &Condition) {
+    let (kind, mode) = (condition.kind.as_str(), match_label(condition));
+    state
+        .metric_handles
+        .lookups
+        .get(
+            |(t, k, m)| t == table && *k == kind && *m == mode,
+            || {
+                let counter = metrics::counter!(
+                    "hbidx_lookups_total",
+                    "table" => table.to_string(),
+                    "kind" => kind,
+                    "match" => mode,
+                );
+                ((table.to_string(), kind, mode), counter)
+            },
+        )
+        .increment(1);
 }
 
 /// Rows one lookup (one batch value) returned, and the stale hits it dropped.
-fn record_hits(table: &str, rows: usize) {
-    metrics::histogram!("hbidx_lookup_hits", "table" => table.to_string()).record(rows as f64);
+fn record_hits(state: &AppState, table: &str, rows: usize) {
+    state
+        .metric_handles
+        .hits
+        .get(
+            |t| t == table,
+            || {
+                let histogram =
+                    metrics::histogram!("hbidx_lookup_hits", "table" => table.to_string());
+                (table.to_string(), histogram)
+            },
+        )
+        .record(rows as f64);
 }
 
 fn record_dropped(table: &str, dropped: usize) {
@@ -386,7 +407,7 @@ async fn lookup_rows(
     let query = parse_rows_query(runtime, pairs, &state.limits)?;
     state.counters.lookups.fetch_add(1, Ordering::Relaxed);
     for condition in &query.conditions {
-        count_condition(table_name, condition);
+        count_condition(state, table_name, condition);
     }
     // A term lookup in a memory-mapped index takes microseconds: fine on the async runtime.
     let page = runtime
@@ -403,7 +424,7 @@ async fn lookup_rows(
             .iter()
             .map(|rowkey| index_only_row(table, rowkey))
             .collect();
-        record_hits(&table.name, rows.len());
+        record_hits(state, &table.name, rows.len());
         return Ok(RowsResponse {
             count: rows.len(),
             rows,
@@ -439,7 +460,7 @@ async fn lookup_rows(
         .counters
         .rows_returned
         .fetch_add(rows.len() as u64, Ordering::Relaxed);
-    record_hits(&table.name, rows.len());
+    record_hits(state, &table.name, rows.len());
     record_dropped(&table.name, dropped);
     Ok(RowsResponse {
         count: rows.len(),
@@ -579,7 +600,7 @@ async fn batch_lookup_rows(
         };
         match Condition::build(&param, field, field_mode, false, raw) {
             Ok(condition) => {
-                count_condition(&table.name, &condition);
+                count_condition(state, &table.name, &condition);
                 let page =
                     runtime
                         .searcher
@@ -643,7 +664,7 @@ async fn batch_lookup_rows(
                     }
                 }
                 count += rows.len();
-                record_hits(&table.name, rows.len());
+                record_hits(state, &table.name, rows.len());
                 results.push(BatchResult {
                     index,
                     rows: Some(rows),

@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
@@ -285,24 +285,93 @@ fn status_class(status: StatusCode) -> &'static str {
     }
 }
 
+/// Metric handles by label values. The `metrics` macros look a series up in the recorder's
+/// registry on every call (hash the whole key, allocate its labels); at tens of thousands of
+/// lookups a second that was several percent of a lookup's CPU. The hot path keeps the handles
+/// here instead. Label sets are few and fixed (routes, tables, field kinds), and the cache
+/// stops growing at [`HandleCache::MAX`] anyway: past it, handles are made per call as before.
+pub struct HandleCache<K, H> {
+    entries: std::sync::RwLock<Vec<(K, H)>>,
+}
+
+impl<K, H> Default for HandleCache<K, H> {
+    fn default() -> Self {
+        Self {
+            entries: std::sync::RwLock::new(Vec::new()),
+        }
+    }
+}
+
+impl<K, H: Clone> HandleCache<K, H> {
+    const MAX: usize = 256;
+
+    /// The handle whose key satisfies `is_key`, else `make()`'s, cached. A linear scan: the
+    /// sets are small, and comparing a few short keys beats hashing one.
+    pub fn get(&self, is_key: impl Fn(&K) -> bool, make: impl FnOnce() -> (K, H)) -> H {
+        {
+            let entries = self
+                .entries
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some((_, handle)) = entries.iter().find(|(key, _)| is_key(key)) {
+                return handle.clone();
+            }
+        }
+        let (key, handle) = make();
+        let mut entries = self
+            .entries
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if entries.len() < Self::MAX && !entries.iter().any(|(k, _)| is_key(k)) {
+            entries.push((key, handle.clone()));
+        }
+        handle
+    }
+}
+
+/// The hot-path metric handles of one [`crate::AppState`] (bound to the recorder that was
+/// current when each was first used, like the macros they replace).
+#[derive(Default)]
+pub struct MetricHandles {
+    /// `hbidx_http_requests_total` and `hbidx_http_request_duration_seconds` by route template,
+    /// method and status class.
+    http: HandleCache<(String, Method, &'static str), (metrics::Counter, metrics::Histogram)>,
+    /// `hbidx_lookups_total` by table, field kind and match mode.
+    pub(crate) lookups: HandleCache<(String, &'static str, &'static str), metrics::Counter>,
+    /// `hbidx_lookup_hits` by table.
+    pub(crate) hits: HandleCache<String, metrics::Histogram>,
+}
+
 /// Times every routed request. Installed with `route_layer`, so it runs after routing and
 /// the `MatchedPath` (the route template) is known.
-pub async fn track_http(request: Request, next: Next) -> Response {
+pub async fn track_http(
+    State(state): State<SharedState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |path| path.as_str().to_string());
-    let method = request.method().as_str().to_string();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let method = request.method().clone();
     let response = next.run(request).await;
-    let labels = [
-        ("route", route),
-        ("method", method),
-        ("status", status_class(response.status()).to_string()),
-    ];
-    metrics::counter!("hbidx_http_requests_total", &labels).increment(1);
-    metrics::histogram!("hbidx_http_request_duration_seconds", &labels)
-        .record(started.elapsed().as_secs_f64());
+    let route = route.as_ref().map_or("unmatched", |path| path.as_str());
+    let status = status_class(response.status());
+    let (requests, duration) = state.metric_handles.http.get(
+        |(r, m, s)| r == route && *m == method && *s == status,
+        || {
+            let labels = [
+                ("route", route.to_string()),
+                ("method", method.as_str().to_string()),
+                ("status", status.to_string()),
+            ];
+            let handles = (
+                metrics::counter!("hbidx_http_requests_total", &labels),
+                metrics::histogram!("hbidx_http_request_duration_seconds", &labels),
+            );
+            ((route.to_string(), method.clone(), status), handles)
+        },
+    );
+    requests.increment(1);
+    duration.record(started.elapsed().as_secs_f64());
     response
 }
 
