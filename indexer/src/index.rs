@@ -388,6 +388,57 @@ impl TableIndexWriter {
         Ok(self.checkpoint.clone())
     }
 
+    /// Starts merging every searchable segment into one, if there are several and at most
+    /// `max_docs` documents; returns whether a merge started. The merge runs in tantivy's merge
+    /// threads and commits on its own (the checkpoint is untouched: a merge changes no
+    /// document); a thread waits for it and reloads the reader, so lookups switch to the
+    /// merged segment as soon as it exists. Deleted documents are dropped on the way.
+    pub fn compact(&mut self, max_docs: u64) -> Result<bool> {
+        let metas = self.writer.index().searchable_segment_metas()?;
+        let docs: u64 = metas.iter().map(|meta| u64::from(meta.max_doc())).sum();
+        if metas.len() < 2 || docs > max_docs {
+            return Ok(false);
+        }
+        let ids: Vec<SegmentId> = metas.iter().map(|meta| meta.id()).collect();
+        let merge = self.writer.merge(&ids);
+        let reader = self.searcher.reader();
+        let table = self.table.name.clone();
+        let segments = ids.len();
+        std::thread::Builder::new()
+            .name("hbidx-compact".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                match merge.wait() {
+                    Ok(_) => {
+                        if let Err(err) = reader.reload() {
+                            tracing::warn!(table = %table, error = %err, "reload after compaction failed");
+                        }
+                        tracing::info!(
+                            table = %table,
+                            segments,
+                            docs,
+                            secs = started.elapsed().as_secs_f64(),
+                            "compacted the index into one segment"
+                        );
+                    }
+                    // A segment the merge policy was already merging, or a writer shutting
+                    // down: nothing is lost, a later idle period tries again.
+                    Err(err) => {
+                        tracing::info!(table = %table, error = %err, "compaction skipped")
+                    }
+                }
+            })
+            .map_err(|err| IndexerError::Tantivy(tantivy::TantivyError::from(err)))?;
+        Ok(true)
+    }
+
+    /// Waits for merges in flight (an idle compaction, the merge policy's), so that nobody
+    /// moves or deletes the directory (a reindex swap) under a merge still writing to it.
+    pub fn finish(self) -> Result<()> {
+        self.writer.wait_merging_threads()?;
+        Ok(())
+    }
+
     /// Drops everything (documents and checkpoint) and commits the empty index.
     pub fn clear(&mut self) -> Result<()> {
         self.pending.clear();

@@ -30,6 +30,18 @@ pub struct CommitPolicy {
     pub catch_up_delay: Duration,
     /// Events taken from the source per poll.
     pub poll_batch: usize,
+    /// When the table has had no events for this long, merge its segments into one
+    /// ([`TableIndexWriter::compact`]); `None` leaves merging to tantivy's merge policy alone.
+    /// Every lookup probes every segment, and tantivy's log merge policy leaves up to ~8
+    /// segments per size level, so a read-mostly index answers faster once compacted (a phone
+    /// lookup on 100k rows: ~7% less CPU going from 4 segments to 1). This is HBase's major
+    /// compaction, done when the table is quiet instead of on a timer.
+    pub compact_when_idle: Option<Duration>,
+    /// …at most this often, since a compaction rewrites the whole index…
+    pub compact_min_interval: Duration,
+    /// …and only while the index has at most this many documents (~1 GB at ~200 bytes a row);
+    /// bigger indexes stay with the merge policy's incremental merges.
+    pub compact_max_docs: u64,
 }
 
 impl Default for CommitPolicy {
@@ -39,6 +51,9 @@ impl Default for CommitPolicy {
             max_delay: Duration::from_millis(50),
             catch_up_delay: Duration::from_secs(1),
             poll_batch: 4096,
+            compact_when_idle: Some(Duration::from_secs(3)),
+            compact_min_interval: Duration::from_secs(300),
+            compact_max_docs: 5_000_000,
         }
     }
 }
@@ -281,7 +296,10 @@ fn start(
                     &stop,
                     &publish,
                     metrics.as_ref(),
-                )
+                );
+                if let Err(err) = writer.finish() {
+                    tracing::warn!(table = %table_for_thread, error = %err, "waiting for index merges failed");
+                }
             })
             .map_err(|err| crate::IndexerError::Source {
                 source_name: table.clone(),
@@ -316,6 +334,11 @@ fn run(
     let mut behind = false;
     let mut reported_at: Option<Instant> = None;
     let mut backoff = Duration::from_millis(50);
+    // Idle compaction: when the table last changed, and when it was last compacted. An index
+    // opened with several segments is compacted once it has been idle, like any other.
+    let mut changed_at = Instant::now();
+    let mut compacted_at: Option<Instant> = None;
+    let mut compacted_since_change = false;
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         let delay = if behind {
@@ -385,6 +408,8 @@ fn run(
                     if !events.is_empty() {
                         pending_checkpoint = true;
                         first_uncommitted.get_or_insert_with(Instant::now);
+                        changed_at = Instant::now();
+                        compacted_since_change = false;
                     }
                 }
                 Err(err) => {
@@ -415,6 +440,8 @@ fn run(
                 if applied > 0 {
                     pending_checkpoint = true;
                     first_uncommitted.get_or_insert_with(Instant::now);
+                    changed_at = Instant::now();
+                    compacted_since_change = false;
                 }
             }
         }
@@ -469,6 +496,19 @@ fn run(
         }
         if stopping && !pending_checkpoint {
             return;
+        }
+        if let Some(idle) = policy.compact_when_idle
+            && !pending_checkpoint
+            && !compacted_since_change
+            && changed_at.elapsed() >= idle
+            && compacted_at.is_none_or(|at| at.elapsed() >= policy.compact_min_interval)
+        {
+            compacted_since_change = true;
+            match writer.compact(policy.compact_max_docs) {
+                Ok(true) => compacted_at = Some(Instant::now()),
+                Ok(false) => {}
+                Err(err) => tracing::warn!(table = %table, error = %err, "compaction not started"),
+            }
         }
     }
 }

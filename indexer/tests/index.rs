@@ -250,6 +250,99 @@ fn change_feed_pipeline_indexes_within_the_commit_interval_and_trims_the_feed() 
     assert!(store.read_feed(&table.name, 0, 10).unwrap().is_empty());
 }
 
+/// Once the table is idle, the indexer merges its segments into one (dropping deleted
+/// documents); lookups answer the same before and after, and the checkpoint doesn't move.
+#[test]
+fn idle_table_is_compacted_into_one_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let store = Arc::new(
+        EmbeddedStore::open(&dir.path().join("store"), std::slice::from_ref(&table.name)).unwrap(),
+    );
+    let (writer, searcher) = open_table_index(
+        &dir.path().join("index"),
+        table.clone(),
+        &WriterOptions::default(),
+    )
+    .unwrap();
+    let policy = CommitPolicy {
+        compact_when_idle: Some(Duration::from_millis(300)),
+        ..CommitPolicy::default()
+    };
+    let handle = hbidx_indexer::spawn(
+        writer,
+        Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
+        policy,
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Four separate commits (the writer commits 50 ms after each batch), one of them
+    // rewriting earlier rows, so there are several segments and deleted documents.
+    let mut offset = 0;
+    for round in 0..4 {
+        let batch: Vec<Mutation> = (0..500)
+            .map(|i| {
+                let i = if round == 3 { i } else { round * 500 + i };
+                put(
+                    &table,
+                    &format!("u{i}"),
+                    round + 1,
+                    &[("info:phone", &format!("137{i:08}"))],
+                )
+            })
+            .collect();
+        store.mutate_sync(batch).unwrap();
+        offset += 500;
+        let mut indexed = handle.indexed.clone();
+        rt.block_on(
+            indexed.wait_for(|cp: &Checkpoint| cp.position(CHANGE_FEED, 0) == Some(offset)),
+        )
+        .unwrap();
+    }
+    let checkpoint = handle.indexed.borrow().clone();
+    let lookup = |value: &str| searcher.lookup(&[phone(&table, value)], 10, None).unwrap();
+    let before: Vec<_> = ["13700000007", "13700000999", "13700001499", "13799999999"]
+        .iter()
+        .map(|value| lookup(value))
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while searcher.stats().segments > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {} segments",
+            searcher.stats().segments
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = searcher.stats();
+    assert_eq!(
+        (stats.docs, stats.rows),
+        (1500, 1500),
+        "rewritten rows once each"
+    );
+    let after: Vec<_> = ["13700000007", "13700000999", "13700001499", "13799999999"]
+        .iter()
+        .map(|value| lookup(value))
+        .collect();
+    assert_eq!(before, after);
+    assert_eq!(after[0].rowkeys.len(), 1);
+    assert_eq!(after[3].rowkeys.len(), 0);
+    assert_eq!(*handle.indexed.borrow(), checkpoint);
+    handle.shutdown();
+    // The merged index opens again with its checkpoint.
+    let (writer, searcher) = open_table_index(
+        &dir.path().join("index"),
+        table.clone(),
+        &WriterOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(*writer.checkpoint(), checkpoint);
+    assert_eq!(searcher.stats().segments, 1);
+}
+
 /// Pages come from several segments, with replaced and deleted documents among them: every
 /// live match exactly once, in rowkey order, whatever the page size.
 #[test]
