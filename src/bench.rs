@@ -40,6 +40,10 @@ pub struct BenchArgs {
     /// Concurrent HTTP connections for the lookup load.
     #[arg(long, default_value_t = 64)]
     connections: u32,
+    /// Async worker threads of the benchmarked server (default: `[server] workers`, else one
+    /// per CPU).
+    #[arg(long)]
+    pub server_workers: Option<usize>,
     /// wrk threads.
     #[arg(long, default_value_t = 2)]
     wrk_threads: u32,
@@ -519,5 +523,11 @@ fn summarize_wrk(text: &str, threads: u32, connections: u32) -> String {
             _ => {}
         }
     }
-    format!("{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}){errors}")
+    // The server's worker threads matter as much as wrk's on a small machine: say how many.
+    let workers = tokio::runtime::Handle::try_current()
+        .map(|handle| handle.metrics().num_workers().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}; {workers} server workers){errors}"
+    )
 }

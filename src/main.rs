@@ -316,14 +316,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let config = tools::parse(&config_text)?;
             let auth = keys::serve_auth(&config, api_key.as_deref())?;
             let settings = server_config::ServerConfig::from_config(&config)?;
-            tokio_runtime()?.block_on(async move {
+            tokio_runtime_with(settings.workers)?.block_on(async move {
                 let runtime = server::open(&config, &data_dir, &Default::default(), auth)?;
                 if let Some(gateway) = settings.gateway(thrift_listen) {
                     server::start_gateway(&runtime, &config, gateway)?;
                 }
                 let listener = server::bind(settings.listen(listen)).await?;
                 let bound = listener.local_addr()?;
-                tracing::info!(listen = %bound, data_dir = %data_dir.display(), "serving");
+                let workers = tokio::runtime::Handle::current().metrics().num_workers();
+                tracing::info!(listen = %bound, data_dir = %data_dir.display(), workers, "serving");
                 // Tests and scripts read this line to find an ephemeral port.
                 eprintln!("listening on http://{bound}");
                 runtime.serve(listener).await
@@ -341,13 +342,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = server_config::ServerConfig::from_config(&config)?;
             let listen = settings.listen(listen);
             let gateway = settings.gateway(thrift_listen);
-            tokio_runtime()?.block_on(demo::run(
+            tokio_runtime_with(settings.workers)?.block_on(demo::run(
                 config, listen, data_dir, rows, no_serve, api_key, gateway,
             ))
         }
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;
-            tokio_runtime()?.block_on(bench::run(config, args))
+            let settings = server_config::ServerConfig::from_config(&config)?;
+            let workers = args.server_workers.or(settings.workers);
+            tokio_runtime_with(workers)?.block_on(bench::run(config, args))
         }
         Command::Reindex {
             table,
@@ -436,8 +439,17 @@ fn with_server<T>(
     result
 }
 
+/// The async runtime; `workers` is `[server] workers` where the command serves (`None`: one
+/// worker per CPU, tokio's default).
+fn tokio_runtime_with(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(workers) = workers {
+        builder.worker_threads(workers);
+    }
+    Ok(builder.build()?)
+}
+
 fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?)
+    tokio_runtime_with(None)
 }

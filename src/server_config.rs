@@ -4,6 +4,7 @@
 //! ```toml
 //! [server]
 //! listen = "127.0.0.1:8080"          # REST API (--listen)
+//! workers = 2                        # async worker threads serving the REST API; default one per CPU
 //! thrift_listen = "127.0.0.1:9090"   # HBase Thrift1 gateway (--thrift-listen); off when unset
 //! thrift_workers = 64                # connections served at once (one thread each)
 //! thrift_transport = "buffered"      # or "framed"
@@ -24,6 +25,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<String>,
+    workers: Option<i64>,
     thrift_listen: Option<String>,
     thrift_workers: Option<i64>,
     thrift_transport: Option<String>,
@@ -34,6 +36,11 @@ struct RawServer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub listen: Option<SocketAddr>,
+    /// Async worker threads (the REST API and everything else async); `None`: one per CPU.
+    /// A sidecar shares its machine with a RegionServer: capping it keeps lookups from taking
+    /// cores HBase needs, and on a small box it keeps request latency tight (fewer runnable
+    /// threads than cores means no time-slicing between them).
+    pub workers: Option<usize>,
     pub thrift_listen: Option<SocketAddr>,
     pub thrift_workers: usize,
     pub thrift_transport: ThriftTransport,
@@ -65,6 +72,11 @@ impl ServerConfig {
             .as_deref()
             .map(|text| address("thrift_listen", text))
             .transpose()?;
+        let workers = match raw.workers {
+            None => None,
+            Some(workers @ 1..=1024) => Some(workers as usize),
+            Some(workers) => bail!("server.workers: {workers} is not within 1..=1024"),
+        };
         let thrift_workers = match raw.thrift_workers {
             None => DEFAULT_WORKERS,
             Some(workers @ 1..=4096) => workers as usize,
@@ -84,6 +96,7 @@ impl ServerConfig {
         };
         Ok(Self {
             listen,
+            workers,
             thrift_listen,
             thrift_workers,
             thrift_transport,
@@ -155,6 +168,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("server.thrift_listen"), "{error}");
+        let error = parse("workers = 0").unwrap_err().to_string();
+        assert!(error.contains("server.workers"), "{error}");
+        assert_eq!(parse("workers = 3").unwrap().workers, Some(3));
         let error = parse("thrift_workers = 0").unwrap_err().to_string();
         assert!(error.contains("server.thrift_workers"), "{error}");
         let error = parse("thrift_protocol = \"json\"").unwrap_err().to_string();

@@ -397,3 +397,54 @@ fn demo_loads_serves_examples_and_reuses_its_data_dir() {
         .as_str());
     assert_eq!((status, body["count"].as_u64()), (200, Some(1)));
 }
+
+/// `[server] workers` caps the async worker threads the REST API runs on (a sidecar beside a
+/// RegionServer must not take every core); without it there is one per CPU.
+#[test]
+fn server_workers_setting_caps_the_runtime_threads() {
+    // The "serving" log line reports the runtime's worker count.
+    fn runtime_workers(server: &Server) -> usize {
+        let log = server.log_text();
+        let line = log
+            .lines()
+            .find(|line| line.contains("serving"))
+            .unwrap_or_else(|| panic!("no serving line in:\n{log}"));
+        let value = line.split("workers=").nth(1).expect("workers field");
+        value
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hbidx.toml");
+    let example = include_str!("../deploy/config/hbidx.toml");
+    std::fs::write(&config, format!("{example}\n[server]\nworkers = 1\n")).unwrap();
+    let config = config.to_str().unwrap();
+    let server = Server::start(&["--config", config, "serve"], &dir.path().join("one"), &[]);
+    let (status, _) = get(&server.url("/v1/tables/user/rows?phone=13800138000"));
+    assert_eq!(status, 200);
+    assert_eq!(runtime_workers(&server), 1);
+    server.stop();
+
+    let server = serve(&dir.path().join("default"));
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(runtime_workers(&server), cpus);
+    server.stop();
+
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        format!("{example}\n[server]\nworkers = 0\n"),
+    )
+    .unwrap();
+    let (code, text) = util::cli(&[
+        "--config",
+        dir.path().join("bad.toml").to_str().unwrap(),
+        "serve",
+        "--data-dir",
+        dir.path().join("bad").to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(text.contains("server.workers"), "{text}");
+}
