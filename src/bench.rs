@@ -247,15 +247,20 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             &api_key,
             people.iter().take(50_000).map(|p| p.phone.as_str()),
         )?;
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
         report.push(
             run_wrk(
                 "lookup by phone over HTTP (wrk)",
                 format!("http://{addr}"),
                 &script,
                 &args,
+                workers,
             )
             .await?,
         );
+        if workers > 1 {
+            report.push(one_worker_lookups(&runtime.state, &script, &args).await?);
+        }
     }
 
     // Phase 6: batch lookups of 1000 phones in one call, then a reindex by table scan.
@@ -292,6 +297,7 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
                 format!("http://{thrift_addr}"),
                 &data_dir.join("phones.lua"),
                 &args,
+                tokio::runtime::Handle::current().metrics().num_workers(),
             )
             .await?,
         );
@@ -333,12 +339,60 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs wrk with the lookup script against `url` and summarises it.
+/// The same wrk lookups against a second server over the same state on a one-worker runtime
+/// (`[server] workers = 1`). On a 2-core machine wrk then keeps the other core and no thread
+/// time-slices with another, so the latency tail is the server's own; with a worker per core,
+/// wrk's threads and the server's share both cores and wrk's own scheduling delays show up in
+/// its p99.
+async fn one_worker_lookups(
+    state: &hbidx_query::SharedState,
+    script: &std::path::Path,
+    args: &BenchArgs,
+) -> Result<Row> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let state = state.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || -> Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            axum::serve(listener, hbidx_query::app(state))
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await?;
+            anyhow::Ok(())
+        })
+    });
+    let row = run_wrk(
+        "lookup by phone over HTTP, 1 server worker (wrk)",
+        format!("http://{addr}"),
+        script,
+        args,
+        1,
+    )
+    .await;
+    let _ = stop.send(());
+    match server.join() {
+        Ok(result) => result?,
+        Err(_) => anyhow::bail!("the one-worker server thread panicked"),
+    }
+    row
+}
+
+/// Runs wrk with the lookup script against `url` (a server with `workers` async worker
+/// threads) and summarises it.
 async fn run_wrk(
     label: &'static str,
     url: String,
     script: &std::path::Path,
     args: &BenchArgs,
+    workers: usize,
 ) -> Result<Row> {
     let (wrk_threads, connections, seconds) =
         (args.wrk_threads, args.connections, args.lookup_seconds);
@@ -360,7 +414,10 @@ async fn run_wrk(
     Ok(match output {
         Ok(output) if output.status.success() => {
             let text = String::from_utf8_lossy(&output.stdout);
-            Row(label, summarize_wrk(&text, wrk_threads, connections))
+            Row(
+                label,
+                summarize_wrk(&text, wrk_threads, connections, workers),
+            )
         }
         Ok(output) => Row(
             label,
@@ -507,7 +564,7 @@ end"#
 }
 
 /// Pulls requests/s and the latency distribution out of `wrk --latency` output.
-fn summarize_wrk(text: &str, threads: u32, connections: u32) -> String {
+fn summarize_wrk(text: &str, threads: u32, connections: u32, workers: usize) -> String {
     let mut rps = "?".to_string();
     let mut p50 = "?".to_string();
     let mut p99 = "?".to_string();
@@ -524,9 +581,6 @@ fn summarize_wrk(text: &str, threads: u32, connections: u32) -> String {
         }
     }
     // The server's worker threads matter as much as wrk's on a small machine: say how many.
-    let workers = tokio::runtime::Handle::try_current()
-        .map(|handle| handle.metrics().num_workers().to_string())
-        .unwrap_or_else(|_| "?".into());
     format!(
         "{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}; {workers} server workers){errors}"
     )
