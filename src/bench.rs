@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// produce rate, bare consume rate, indexing throughput, produce→searchable latency.
     #[arg(long)]
     kafka: Option<String>,
+    /// Stop after indexing (and the Kafka part, with --kafka): no latency, lookup, reindex or
+    /// Thrift phases, so a profiler attached to the run sees indexing only.
+    #[arg(long)]
+    indexing_only: bool,
 }
 
 pub(crate) struct Row(pub &'static str, pub String);
@@ -157,6 +161,23 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             secs
         ),
     ));
+
+    if args.indexing_only {
+        if let Some(indexed) = runtime.state.tables.get(&table.name) {
+            let stats = indexed.searcher.stats();
+            report.push(Row(
+                "index size",
+                format!(
+                    "{:.1} bytes/row ({:.1} MB, {} segments)",
+                    stats.bytes as f64 / stats.docs.max(1) as f64,
+                    stats.bytes as f64 / 1e6,
+                    stats.segments
+                ),
+            ));
+        }
+        runtime.shutdown_indexers().await?;
+        return finish(&config, &args, &people, &data_dir, report).await;
+    }
 
     // Phase 3: event → searchable latency at a steady write rate.
     let runtime_table = runtime
@@ -325,11 +346,22 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         ),
     ));
     runtime.shutdown_indexers().await?;
+    finish(&config, &args, &people, &data_dir, report).await
+}
+
+/// The Kafka part (with --kafka), clean-up and the report table.
+async fn finish(
+    config: &Config,
+    args: &BenchArgs,
+    people: &[crate::people::Person],
+    data_dir: &std::path::Path,
+    mut report: Vec<Row>,
+) -> Result<()> {
     if let Some(brokers) = &args.kafka {
-        crate::bench_kafka::run(&config, &people, brokers, &data_dir, &mut report).await?;
+        crate::bench_kafka::run(config, people, brokers, data_dir, &mut report).await?;
     }
     if args.data_dir.is_none() {
-        let _ = std::fs::remove_dir_all(&data_dir);
+        let _ = std::fs::remove_dir_all(data_dir);
     }
 
     println!("\n| measure | result |\n|---|---|");
