@@ -15,6 +15,8 @@
 //!   of its bigrams, and the fetched row is re-checked for the real substring); full pinyin and
 //!   pinyin initials in `__py` (`zhangsan` and `zs` find 张三).
 
+use std::borrow::Cow;
+
 use hbidx_schema::config::FieldKind;
 use hbidx_schema::normalize;
 use pinyin::{ToPinyin, ToPinyinMulti};
@@ -116,19 +118,25 @@ pub fn field_terms(kind: FieldKind, raw: &str) -> Result<FieldTerms, normalize::
 
 /// 1-grams and 2-grams over the characters of each whitespace-separated word.
 fn grams(normalized: &str) -> Vec<String> {
-    let mut out = Vec::new();
+    // Slices of the name, sorted and deduplicated before anything is copied.
+    let mut slices: Vec<&str> = Vec::new();
     for word in normalized.split(' ') {
-        let chars: Vec<char> = word.chars().collect();
-        for (i, c) in chars.iter().enumerate() {
-            out.push(c.to_string());
-            if let Some(next) = chars.get(i + 1) {
-                out.push([*c, *next].iter().collect());
+        let mut starts = word.char_indices().map(|(i, _)| i).peekable();
+        while let Some(start) = starts.next() {
+            let second = starts.peek().copied().unwrap_or(word.len());
+            slices.push(&word[start..second]);
+            if second < word.len() {
+                let end = word[second..]
+                    .chars()
+                    .next()
+                    .map_or(word.len(), |c| second + c.len_utf8());
+                slices.push(&word[start..end]);
             }
         }
     }
-    out.sort();
-    out.dedup();
-    out
+    slices.sort_unstable();
+    slices.dedup();
+    slices.into_iter().map(str::to_owned).collect()
 }
 
 /// The bigrams a partial query must all hit (or its only character).
@@ -155,19 +163,26 @@ fn is_cjk(c: char) -> bool {
 /// Pinyin spellings of a name: for each heteronym combination (capped), the full spelling
 /// (`zhangsan`) and the initials (`zs`). Names with no Chinese characters yield nothing. Known
 /// surnames at the start of the name use their surname reading only.
+///
+/// The combinations are the first [`MAX_PINYIN_VARIANTS`] in odometer order (the first position
+/// varies slowest). Readings are the pinyin crate's `&'static str`s, and each combination is
+/// written straight into its two output strings: this runs for every indexed name.
 pub fn pinyin_spellings(normalized: &str) -> Vec<String> {
     if !normalized.chars().any(is_cjk) {
         return Vec::new();
     }
-    // Each position: the candidate readings of one character or compound surname.
-    let mut positions: Vec<Vec<String>> = Vec::new();
+    // The candidate readings of every position, flattened: position `i` owns
+    // `readings[bounds[i]..bounds[i + 1]]`.
+    let mut readings: Vec<Cow<'static, str>> = Vec::new();
+    let mut bounds: Vec<usize> = vec![0];
     let mut rest = normalized;
     if let Some((surname, reading)) = SURNAME_READINGS
         .iter()
         .find(|(surname, _)| normalized.starts_with(surname))
     {
         for syllable in reading.split(' ') {
-            positions.push(vec![syllable.to_string()]);
+            readings.push(Cow::Borrowed(syllable));
+            bounds.push(readings.len());
         }
         rest = &normalized[surname.len()..];
     }
@@ -175,40 +190,52 @@ pub fn pinyin_spellings(normalized: &str) -> Vec<String> {
         if c == ' ' {
             continue;
         }
-        let mut readings: Vec<String> = Vec::new();
+        let first = readings.len();
         if let Some(multi) = c.to_pinyin_multi() {
             for reading in multi {
-                let plain = reading.plain().to_string();
-                if !readings.contains(&plain) {
-                    readings.push(plain);
+                let plain = reading.plain();
+                if !readings[first..].iter().any(|seen| seen == plain) {
+                    readings.push(Cow::Borrowed(plain));
                 }
             }
         }
-        if readings.is_empty() {
+        if readings.len() == first {
             // Latin letters or digits mixed into a Chinese name: keep them as they are.
-            readings.push(c.to_lowercase().collect());
+            readings.push(Cow::Owned(c.to_lowercase().collect()));
         }
-        positions.push(readings);
+        bounds.push(readings.len());
     }
-    let mut combos: Vec<Vec<&str>> = vec![Vec::new()];
-    for readings in &positions {
-        let mut next = Vec::new();
-        for combo in &combos {
-            for reading in readings {
-                if next.len() >= MAX_PINYIN_VARIANTS {
-                    break;
-                }
-                let mut extended = combo.clone();
-                extended.push(reading.as_str());
-                next.push(extended);
+    let positions = bounds.len() - 1;
+    // Odometer over the positions' readings, last position fastest.
+    let mut choice = vec![0usize; positions];
+    let mut out = Vec::with_capacity(2 * MAX_PINYIN_VARIANTS);
+    for _ in 0..MAX_PINYIN_VARIANTS {
+        let mut full = String::new();
+        let mut initials = String::new();
+        for (position, &chosen) in choice.iter().enumerate() {
+            let reading = &readings[bounds[position] + chosen];
+            full.push_str(reading);
+            if let Some(initial) = reading.get(..1) {
+                initials.push_str(initial);
             }
         }
-        combos = next;
-    }
-    let mut out = Vec::new();
-    for combo in combos {
-        out.push(combo.concat());
-        out.push(combo.iter().filter_map(|s| s.get(..1)).collect::<String>());
+        out.push(full);
+        out.push(initials);
+        let mut position = positions;
+        let advanced = loop {
+            if position == 0 {
+                break false;
+            }
+            position -= 1;
+            choice[position] += 1;
+            if bounds[position] + choice[position] < bounds[position + 1] {
+                break true;
+            }
+            choice[position] = 0;
+        };
+        if !advanced {
+            break;
+        }
     }
     out.sort();
     out.dedup();
@@ -411,6 +438,118 @@ pub const PINYIN: &str = "__py";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The straightforward versions the optimised [`grams`] and [`pinyin_spellings`] replaced;
+    /// the tests below pin that both give exactly the same terms.
+    fn reference_grams(normalized: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for word in normalized.split(' ') {
+            let chars: Vec<char> = word.chars().collect();
+            for (i, c) in chars.iter().enumerate() {
+                out.push(c.to_string());
+                if let Some(next) = chars.get(i + 1) {
+                    out.push([*c, *next].iter().collect());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn reference_pinyin_spellings(normalized: &str) -> Vec<String> {
+        if !normalized.chars().any(is_cjk) {
+            return Vec::new();
+        }
+        let mut positions: Vec<Vec<String>> = Vec::new();
+        let mut rest = normalized;
+        if let Some((surname, reading)) = SURNAME_READINGS
+            .iter()
+            .find(|(surname, _)| normalized.starts_with(surname))
+        {
+            for syllable in reading.split(' ') {
+                positions.push(vec![syllable.to_string()]);
+            }
+            rest = &normalized[surname.len()..];
+        }
+        for c in rest.chars() {
+            if c == ' ' {
+                continue;
+            }
+            let mut readings: Vec<String> = Vec::new();
+            if let Some(multi) = c.to_pinyin_multi() {
+                for reading in multi {
+                    let plain = reading.plain().to_string();
+                    if !readings.contains(&plain) {
+                        readings.push(plain);
+                    }
+                }
+            }
+            if readings.is_empty() {
+                readings.push(c.to_lowercase().collect());
+            }
+            positions.push(readings);
+        }
+        let mut combos: Vec<Vec<&str>> = vec![Vec::new()];
+        for readings in &positions {
+            let mut next = Vec::new();
+            for combo in &combos {
+                for reading in readings {
+                    if next.len() >= MAX_PINYIN_VARIANTS {
+                        break;
+                    }
+                    let mut extended = combo.clone();
+                    extended.push(reading.as_str());
+                    next.push(extended);
+                }
+            }
+            combos = next;
+        }
+        let mut out = Vec::new();
+        for combo in combos {
+            out.push(combo.concat());
+            out.push(combo.iter().filter_map(|s| s.get(..1)).collect::<String>());
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn grams_and_pinyin_match_the_reference_on_examples() {
+        for name in [
+            "张三",
+            "曾小贤",
+            "欧阳修",
+            "单于长乐",
+            "重庆长安行",
+            "乐乐乐乐乐乐",
+            "张 三丰",
+            "李a明",
+            "王é",
+            "john smith",
+            "a",
+            "中",
+            "行长行长行长行长",
+        ] {
+            assert_eq!(grams(name), reference_grams(name), "{name}");
+            assert_eq!(
+                pinyin_spellings(name),
+                reference_pinyin_spellings(name),
+                "{name}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn grams_and_pinyin_match_the_reference(
+            name in "(欧阳|单于|长孙|曾|单|乐)?[张三李四行长重乐会朝传觉和ab1é ]{0,9}"
+        ) {
+            proptest::prop_assert_eq!(grams(&name), reference_grams(&name));
+            proptest::prop_assert_eq!(pinyin_spellings(&name), reference_pinyin_spellings(&name));
+        }
+    }
 
     #[test]
     fn pinyin_full_and_initials() {

@@ -8,7 +8,9 @@
 //! returned to API callers as they are. Use [`mask_phone`] / [`mask_idcard`] when a log line needs
 //! to show which value it was about.
 
-use unicode_normalization::UnicodeNormalization;
+use std::borrow::Cow;
+
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
 /// Longest normalised name, in characters. Longer input is a paste error, not a name.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -66,8 +68,18 @@ pub enum NormalizeError {
 }
 
 /// NFKC turns full-width digits, `＋`, `（` and ideographic spaces into their ASCII forms.
-fn nfkc(raw: &str) -> String {
-    raw.nfkc().collect()
+///
+/// Most values are already in NFKC (ASCII phones and idcards, names in common CJK characters),
+/// and normalising them is an identity that still decodes, reorders and recomposes every
+/// character into a new string: it was the largest cost of indexing a value. ASCII is NFKC by
+/// construction, and the quick check answers `Yes` only for text that NFKC leaves unchanged, so
+/// both shortcuts return exactly what the full normalisation would.
+fn nfkc(raw: &str) -> Cow<'_, str> {
+    if raw.is_ascii() || is_nfkc_quick(raw.chars()) == IsNormalized::Yes {
+        Cow::Borrowed(raw)
+    } else {
+        Cow::Owned(raw.nfkc().collect())
+    }
 }
 
 fn is_phone_separator(ch: char) -> bool {
@@ -432,6 +444,45 @@ fn mask_grouped_mobiles(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn full_nfkc(raw: &str) -> String {
+        raw.nfkc().collect()
+    }
+
+    #[test]
+    fn nfkc_shortcut_gives_the_full_normalisation() {
+        for raw in [
+            "13800138000",
+            "  John  SMITH ",
+            "张三",
+            "欧阳修",
+            "１３８００１３８０００",
+            "＋86 (138)",
+            "Ａｂｃ",
+            "e\u{301}",
+            "\u{f900}\u{f901}",
+            "ｶﾞｷﾞ",
+            "a\u{300}\u{316}",
+            "\u{3000}张 三",
+            "\u{212b}",
+            "ﬁ",
+            "",
+        ] {
+            assert_eq!(nfkc(raw), full_nfkc(raw), "{raw:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn nfkc_shortcut_agrees_on_any_text(raw in proptest::prelude::any::<String>()) {
+            proptest::prop_assert_eq!(nfkc(&raw), full_nfkc(&raw));
+        }
+
+        #[test]
+        fn nfkc_shortcut_agrees_on_cjk_and_marks(raw in "[a-zA-Z0-9 张三李四曾\u{f900}-\u{f90f}\u{300}-\u{316}\u{ff10}-\u{ff5a}\u{ff61}-\u{ff9f}\u{3000}]{0,12}") {
+            proptest::prop_assert_eq!(nfkc(&raw), full_nfkc(&raw));
+        }
+    }
 
     #[test]
     fn phone_forms_of_one_mobile_agree() {
