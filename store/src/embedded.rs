@@ -916,8 +916,9 @@ impl EmbeddedStore {
     }
 
     /// Deletes the change events of `table` with offset `<= upto_offset` (clamped to the last
-    /// committed offset), returning how many were deleted. Call it once consumers have durably
-    /// checkpointed past `upto_offset`. Offsets never restart, even when the whole feed is trimmed.
+    /// committed offset), returning how many offsets were trimmed (gaps left by failed commits
+    /// included). Call it once consumers have durably checkpointed past `upto_offset`. Offsets
+    /// never restart, even when the whole feed is trimmed.
     pub fn trim_feed(&self, table: &str, upto_offset: i64) -> Result<u64> {
         let table = self.table(table)?;
         let Some(feed) = &table.feed else {
@@ -937,12 +938,16 @@ impl EmbeddedStore {
             return Ok(0);
         }
 
+        // Everything at or below the floor is gone already, and sequence numbers are allocated
+        // one by one, so the events to delete are exactly the keys `floor + 1 ..= upto`: they
+        // are removed by key, without reading them back through a range scan (which cost as
+        // much as the deletes). A sequence number lost to a failed commit is a gap; its
+        // tombstone deletes nothing.
         let mut batch = self.db.batch().durability(Some(self.persist_mode));
-        let mut deleted = 0u64;
-        for guard in feed.range(..=upto.to_be_bytes()) {
-            batch.remove(feed, guard.key()?);
-            deleted += 1;
+        for seq in floor + 1..=upto {
+            batch.remove(feed, seq.to_be_bytes());
         }
+        let deleted = upto - floor;
         batch.insert(&self.meta, floor_key, upto.to_be_bytes());
         batch.commit()?;
         tracing::debug!(table = %table.name, upto, deleted, "trimmed change feed");
