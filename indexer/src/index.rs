@@ -5,7 +5,9 @@
 //! Document layout (see ARCHITECTURE.md):
 //! - `_rk`: the rowkey as lowercase hex. Raw-indexed (upserts delete by this term), stored, and a
 //!   fast field. Hex preserves byte order, so sorting on it is HBase's rowkey order.
-//! - `_key`: the natural key, stored, when the codec can rebuild it from the rowkey.
+//! - `_key`: declared, no longer written. It held the natural key, which nothing read, and
+//!   rebuilding it (the codec re-hashes the key to check an md5 prefix) cost more per event than
+//!   encoding the row state. It stays in the schema so that existing indexes still open.
 //! - `_state`: the row's [`RowState`], stored (see `state.rs` for why).
 //! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
 //!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`.
@@ -46,7 +48,6 @@ struct FieldHandles {
 #[derive(Debug)]
 struct Fields {
     rowkey: Field,
-    key: Field,
     state: Field,
     /// `"1"` on documents of rows with at least one visible value. The others only keep the
     /// row's tombstones (so a late, older put can't resurrect it) and are not rows any more.
@@ -57,7 +58,8 @@ struct Fields {
 fn build_schema(table: &TableConfig) -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let rowkey = builder.add_text_field("_rk", STRING | STORED | FAST);
-    let key = builder.add_text_field("_key", STORED);
+    // Not written any more (see the module docs); declared so that existing indexes still open.
+    builder.add_text_field("_key", STORED);
     let state = builder.add_bytes_field("_state", STORED);
     let live = builder.add_text_field("_live", STRING);
     let mut by_name = HashMap::new();
@@ -87,7 +89,6 @@ fn build_schema(table: &TableConfig) -> (Schema, Fields) {
         builder.build(),
         Fields {
             rowkey,
-            key,
             state,
             live,
             by_name,
@@ -316,9 +317,6 @@ impl TableIndexWriter {
     ) -> (TantivyDocument, u32) {
         let mut doc = TantivyDocument::default();
         doc.add_text(self.fields.rowkey, rowkey_hex);
-        if let Ok(key) = self.table.rowkey.decode(rowkey) {
-            doc.add_text(self.fields.key, key);
-        }
         doc.add_bytes(self.fields.state, &state.encode());
         if state.has_values() {
             doc.add_text(self.fields.live, "1");
