@@ -215,6 +215,7 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     let cpu_before = broker_cpu_seconds();
+    let own_cpu_before = crate::bench::process_cpu_seconds();
     let mut indexed = runtime_table.indexed.clone();
     while covered(&indexed.borrow_and_update()) < n {
         if Instant::now() > deadline {
@@ -224,12 +225,26 @@ pub async fn run(
     }
     let index_secs = first_at.elapsed().as_secs_f64();
     let index_cpu = broker_cpu_since(cpu_before);
+    let indexed_events = n - first_events.min(n);
+    let own_cpu = crate::bench::process_cpu_seconds()
+        .zip(own_cpu_before)
+        .map(|(after, before)| {
+            format!(
+                ", CPU {:.2}s = {:.1} µs/event",
+                after - before,
+                (after - before) * 1e6 / indexed_events.max(1) as f64
+            )
+        })
+        .unwrap_or_default();
+    let commits = runtime_table
+        .stats
+        .commits
+        .load(std::sync::atomic::Ordering::Relaxed);
     report.push(Row(
         "kafka → index throughput (decode, store, tantivy)",
         format!(
-            "{:.0} events/s ({} events in {index_secs:.2}s){}",
-            (n - first_events.min(n)) as f64 / index_secs,
-            n - first_events.min(n),
+            "{:.0} events/s ({indexed_events} events in {index_secs:.2}s{own_cpu}, {commits} commits){}",
+            indexed_events as f64 / index_secs,
             index_cpu
         ),
     ));
