@@ -191,25 +191,36 @@ fn malformed_value_is_skipped_and_the_row_still_indexed_on_valid_fields() {
     assert_eq!(writer.invalid_values(), 1);
 }
 
+/// A fjall store under `dir/store` and the table's live indexer on its change feed, with the
+/// index under `dir/index`.
+fn feed_indexer(
+    dir: &std::path::Path,
+    table: &Arc<TableConfig>,
+    policy: CommitPolicy,
+) -> (
+    Arc<EmbeddedStore>,
+    hbidx_indexer::TableSearcher,
+    hbidx_indexer::IndexerHandle,
+) {
+    let store = Arc::new(
+        EmbeddedStore::open(&dir.join("store"), std::slice::from_ref(&table.name)).unwrap(),
+    );
+    let (writer, searcher) =
+        open_table_index(&dir.join("index"), table.clone(), &WriterOptions::default()).unwrap();
+    let handle = hbidx_indexer::spawn(
+        writer,
+        Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
+        policy,
+    )
+    .unwrap();
+    (store, searcher, handle)
+}
+
 #[test]
 fn change_feed_pipeline_indexes_within_the_commit_interval_and_trims_the_feed() {
     let dir = tempfile::tempdir().unwrap();
     let table = table();
-    let store = Arc::new(
-        EmbeddedStore::open(&dir.path().join("store"), std::slice::from_ref(&table.name)).unwrap(),
-    );
-    let (writer, searcher) = open_table_index(
-        &dir.path().join("index"),
-        table.clone(),
-        &WriterOptions::default(),
-    )
-    .unwrap();
-    let handle = hbidx_indexer::spawn(
-        writer,
-        Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
-        CommitPolicy::default(),
-    )
-    .unwrap();
+    let (store, searcher, handle) = feed_indexer(dir.path(), &table, CommitPolicy::default());
     let batch: Vec<Mutation> = (0..5000)
         .map(|i| {
             put(
@@ -256,25 +267,11 @@ fn change_feed_pipeline_indexes_within_the_commit_interval_and_trims_the_feed() 
 fn idle_table_is_compacted_into_one_segment() {
     let dir = tempfile::tempdir().unwrap();
     let table = table();
-    let store = Arc::new(
-        EmbeddedStore::open(&dir.path().join("store"), std::slice::from_ref(&table.name)).unwrap(),
-    );
-    let (writer, searcher) = open_table_index(
-        &dir.path().join("index"),
-        table.clone(),
-        &WriterOptions::default(),
-    )
-    .unwrap();
     let policy = CommitPolicy {
         compact_when_idle: Some(Duration::from_millis(300)),
         ..CommitPolicy::default()
     };
-    let handle = hbidx_indexer::spawn(
-        writer,
-        Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
-        policy,
-    )
-    .unwrap();
+    let (store, searcher, handle) = feed_indexer(dir.path(), &table, policy);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
