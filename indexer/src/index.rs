@@ -662,6 +662,9 @@ impl TableSearcher {
         // This replaces tantivy's sort-by-string collector, which opened the column and
         // resolved ordinals to strings on every query: most of a lookup's index time.
         let keep = limit + 1;
+        // A broad match (a one-character name prefix over millions of rows) is pruned back to
+        // `keep` whenever this many ordinals pile up, so memory stays bounded like a top-k heap.
+        let prune_at = (keep * 2).max(4096);
         let mut hex_keys: Vec<String> = Vec::new();
         let mut ords: Vec<u64> = Vec::new();
         for (segment, column) in searcher.segment_readers().iter().zip(columns.iter()) {
@@ -673,6 +676,10 @@ impl TableSearcher {
                     if alive.is_none_or(|bits| bits.is_alive(doc)) {
                         ords.extend(column.term_ords(doc));
                     }
+                }
+                if ords.len() >= prune_at {
+                    ords.select_nth_unstable(keep - 1);
+                    ords.truncate(keep);
                 }
             })?;
             if ords.len() > keep {

@@ -461,3 +461,40 @@ fn live_rowkeys_are_each_live_row_once() {
     assert_eq!(live, expected);
     assert_eq!(writer.stats().rows, 45);
 }
+
+/// A match far larger than the page (pruned to the page while it is collected, to bound
+/// memory) still gives the smallest rowkeys, from the start and after a cursor.
+#[test]
+fn broad_match_gives_the_smallest_rowkeys_of_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let (mut writer, searcher) =
+        open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    for i in 0..9000 {
+        writer
+            .apply(
+                &put(&table, &format!("u{i}"), 1, &[("info:name", "张伟")]),
+                CHANGE_FEED,
+                0,
+                i + 1,
+            )
+            .unwrap();
+    }
+    writer.commit().unwrap();
+    let mut expected: Vec<Vec<u8>> = (0..9000)
+        .map(|i| table.rowkey.encode(&format!("u{i}")).unwrap())
+        .collect();
+    expected.sort();
+    let page = searcher.lookup(&[name(&table, "张伟")], 3, None).unwrap();
+    assert_eq!(page.rowkeys, expected[..3]);
+    assert!(page.has_more);
+    let page = searcher
+        .lookup(&[name(&table, "张伟")], 5, Some(&expected[6000]))
+        .unwrap();
+    assert_eq!(page.rowkeys, expected[6001..6006]);
+    let page = searcher
+        .lookup(&[name(&table, "张伟")], 100, Some(&expected[8950]))
+        .unwrap();
+    assert_eq!(page.rowkeys, expected[8951..]);
+    assert!(!page.has_more);
+}
