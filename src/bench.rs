@@ -607,11 +607,17 @@ fn write_wrk_script<'a>(
     writeln!(out, "}}")?;
     writeln!(
         out,
-        r#"local n = #phones
+        r#"-- Requests are formatted once, up front: formatting one per call costs wrk about 1 µs of
+-- CPU per request, taken from the same two cores the server runs on.
+local requests = {{}}
+for k, phone in ipairs(phones) do
+  requests[k] = wrk.format("GET", "/v1/tables/{table}/rows?phone=" .. phone)
+end
+local n = #requests
 local i = 0
 request = function()
   i = i + 1
-  return wrk.format("GET", "/v1/tables/{table}/rows?phone=" .. phones[(i % n) + 1])
+  return requests[(i % n) + 1]
 end"#
     )?;
     out.flush()?;

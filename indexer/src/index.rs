@@ -133,6 +133,7 @@ pub fn open_table_index(
         reader: Arc::new(std::sync::RwLock::new(reader)),
         fields: fields.clone(),
         rowkey_columns: Arc::default(),
+        rowkey_cache: Arc::new(rowkey_cache(options.rowkey_cache_bytes)),
     };
     let writer = TableIndexWriter {
         table,
@@ -154,6 +155,8 @@ pub fn open_table_index(
 pub struct WriterOptions {
     pub threads: usize,
     pub memory_budget_bytes: usize,
+    /// Budget of the searcher's cache of decoded rowkeys ([`RowkeyCache`]), in bytes.
+    pub rowkey_cache_bytes: u64,
 }
 
 impl Default for WriterOptions {
@@ -161,8 +164,43 @@ impl Default for WriterOptions {
         Self {
             threads: 2,
             memory_budget_bytes: 256 << 20,
+            rowkey_cache_bytes: DEFAULT_ROWKEY_CACHE_BYTES,
         }
     }
+}
+
+/// 64 MiB holds the decoded rowkeys of about a million rows: a warm working set for the
+/// sizes one node serves, and small next to the index's own page cache.
+pub const DEFAULT_ROWKEY_CACHE_BYTES: u64 = 64 << 20;
+
+/// Consecutive `_rk` term ordinals decoded together and cached as one entry.
+const ROWKEY_CHUNK: u64 = 64;
+
+/// Decoded `_rk` dictionary entries, by (segment, chunk of [`ROWKEY_CHUNK`] ordinals).
+///
+/// Turning a term ordinal back into its rowkey walks the column dictionary's sstable block
+/// from its start (about 70 delta-decoded entries on average for hex rowkeys): a quarter of
+/// an exact lookup's instructions. A chunk is decoded in one pass on a miss and then answers
+/// every ordinal in it directly. Segments are immutable and their ids unique (across reindex
+/// swaps too), so entries never go stale; those of merged-away segments age out. The cache
+/// is bounded in bytes, like HBase's block cache or PostgreSQL's shared buffers.
+type RowkeyCache = quick_cache::sync::Cache<(SegmentId, u64), Arc<Vec<Vec<u8>>>, ChunkWeight>;
+
+#[derive(Clone)]
+struct ChunkWeight;
+
+impl quick_cache::Weighter<(SegmentId, u64), Arc<Vec<Vec<u8>>>> for ChunkWeight {
+    fn weight(&self, _key: &(SegmentId, u64), chunk: &Arc<Vec<Vec<u8>>>) -> u64 {
+        // Heap bytes of the keys plus the per-entry overhead (vector headers, the map slot).
+        chunk.iter().map(|key| key.len() as u64 + 24).sum::<u64>() + 64
+    }
+}
+
+fn rowkey_cache(budget_bytes: u64) -> RowkeyCache {
+    // quick_cache sizes its table from an item estimate: one chunk of 30-character hex keys
+    // weighs about 3.5 KB.
+    let items = (budget_bytes / 3_500).max(16) as usize;
+    RowkeyCache::with_weighter(items, budget_bytes.max(1), ChunkWeight)
 }
 
 /// The writer side of a table index. Not `Sync`: one indexer thread owns it.
@@ -476,6 +514,14 @@ fn prefix_query(field: Field, prefix: &str) -> RangeQuery {
     RangeQuery::new(lower, upper)
 }
 
+/// How [`TableSearcher::lookup`] finds the matching documents of a segment.
+enum Plan {
+    /// One exact term: its postings, read directly.
+    Term(Term),
+    /// Anything else (prefix ranges, several terms, a cursor): a tantivy query weight.
+    Weight(Box<dyn tantivy::query::Weight>),
+}
+
 /// A page of lookup results in rowkey order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LookupPage {
@@ -507,6 +553,7 @@ pub struct TableSearcher {
     /// Keyed by segment ids, which are unique across indexes, so a reindex swap can't hit a
     /// stale entry.
     rowkey_columns: Arc<std::sync::Mutex<Option<RowkeyColumns>>>,
+    rowkey_cache: Arc<RowkeyCache>,
 }
 
 /// Segment ids and their `_rk` columns, in the searcher's segment order.
@@ -596,6 +643,8 @@ impl TableSearcher {
         after: Option<&[u8]>,
     ) -> Result<LookupPage> {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        // The term of the last exact clause: used when it is the only clause.
+        let mut single_term: Option<Term> = None;
         for condition in conditions {
             let handles = self.fields.by_name.get(&condition.field).ok_or_else(|| {
                 IndexerError::InvalidCondition {
@@ -617,12 +666,12 @@ impl TableSearcher {
             })?;
             for term in wanted.terms {
                 let query: Box<dyn Query> = if wanted.prefix {
+                    single_term = None;
                     Box::new(prefix_query(field, &term))
                 } else {
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(field, &term),
-                        IndexRecordOption::Basic,
-                    ))
+                    let term = Term::from_field_text(field, &term);
+                    single_term = Some(term.clone());
+                    Box::new(TermQuery::new(term, IndexRecordOption::Basic))
                 };
                 clauses.push((Occur::Must, query));
             }
@@ -645,17 +694,25 @@ impl TableSearcher {
                 )),
             ));
         }
-        let query: Box<dyn Query> = if clauses.len() == 1 {
-            clauses
-                .pop()
-                .map(|(_, q)| q)
-                .unwrap_or_else(|| Box::new(BooleanQuery::new(vec![])))
-        } else {
-            Box::new(BooleanQuery::new(clauses))
-        };
         let searcher = self.reader().searcher();
         let columns = self.rowkey_columns(&searcher)?;
-        let weight = query.weight(EnableScoring::disabled_from_searcher(&searcher))?;
+        // The common lookup (one exact phone or idcard, first page) is a single term: its
+        // postings are walked directly, without building a query weight and scorer, which cost
+        // about as much as the term probe itself.
+        let plan = match (clauses.len(), single_term) {
+            (1, Some(term)) => Plan::Term(term),
+            _ => {
+                let query: Box<dyn Query> = if clauses.len() == 1 {
+                    clauses
+                        .pop()
+                        .map(|(_, q)| q)
+                        .unwrap_or_else(|| Box::new(BooleanQuery::new(vec![])))
+                } else {
+                    Box::new(BooleanQuery::new(clauses))
+                };
+                Plan::Weight(query.weight(EnableScoring::disabled_from_searcher(&searcher))?)
+            }
+        };
         // Per segment, the `limit + 1` smallest rowkeys among the live matches. Term ordinals of
         // the `_rk` column sort like the rowkeys themselves, so ranking happens on integers and
         // only the winners are turned back into rowkeys (one dictionary block decode each).
@@ -665,13 +722,13 @@ impl TableSearcher {
         // A broad match (a one-character name prefix over millions of rows) is pruned back to
         // `keep` whenever this many ordinals pile up, so memory stays bounded like a top-k heap.
         let prune_at = (keep * 2).max(4096);
-        let mut hex_keys: Vec<String> = Vec::new();
+        let mut hex_keys: Vec<Vec<u8>> = Vec::new();
         let mut ords: Vec<u64> = Vec::new();
         for (segment, column) in searcher.segment_readers().iter().zip(columns.iter()) {
             let Some(column) = column else { continue };
             let alive = segment.alive_bitset();
             ords.clear();
-            weight.for_each_no_score(segment, &mut |docs| {
+            let mut collect = |docs: &[tantivy::DocId]| {
                 for &doc in docs {
                     if alive.is_none_or(|bits| bits.is_alive(doc)) {
                         ords.extend(column.term_ords(doc));
@@ -681,17 +738,32 @@ impl TableSearcher {
                     ords.select_nth_unstable(keep - 1);
                     ords.truncate(keep);
                 }
-            })?;
+            };
+            match &plan {
+                Plan::Term(term) => {
+                    let postings = segment
+                        .inverted_index(term.field())?
+                        .read_postings(term, IndexRecordOption::Basic)
+                        .map_err(tantivy::TantivyError::from)?;
+                    if let Some(mut postings) = postings {
+                        let mut block = [0; tantivy::COLLECT_BLOCK_BUFFER_LEN];
+                        loop {
+                            let filled = postings.fill_buffer(&mut block);
+                            collect(&block[..filled]);
+                            if filled < block.len() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Plan::Weight(weight) => weight.for_each_no_score(segment, &mut collect)?,
+            }
             if ords.len() > keep {
                 ords.select_nth_unstable(keep - 1);
                 ords.truncate(keep);
             }
             for &ord in &ords {
-                let mut hex_key = String::new();
-                if column
-                    .ord_to_str(ord, &mut hex_key)
-                    .map_err(tantivy::TantivyError::from)?
-                {
+                if let Some(hex_key) = self.rowkey_term(segment.segment_id(), column, ord)? {
                     hex_keys.push(hex_key);
                 }
             }
@@ -706,13 +778,44 @@ impl TableSearcher {
                 Ok(rowkey) => rowkeys.push(rowkey),
                 Err(err) => {
                     return Err(IndexerError::CorruptState {
-                        rowkey: rowkey_ref(hex_key.as_bytes()),
+                        rowkey: rowkey_ref(&hex_key),
                         reason: err.to_string(),
                     });
                 }
             }
         }
         Ok(LookupPage { rowkeys, has_more })
+    }
+
+    /// Bytes (by the cache's own weighing) and entries held by the rowkey cache.
+    pub fn rowkey_cache_usage(&self) -> (u64, usize) {
+        (self.rowkey_cache.weight(), self.rowkey_cache.len())
+    }
+
+    /// The `_rk` term (hex rowkey) of ordinal `ord` in a segment's column, through the
+    /// [`RowkeyCache`].
+    fn rowkey_term(
+        &self,
+        segment: SegmentId,
+        column: &StrColumn,
+        ord: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        let chunk = ord / ROWKEY_CHUNK;
+        let entry = self.rowkey_cache.get_or_insert_with(
+            &(segment, chunk),
+            || -> Result<Arc<Vec<Vec<u8>>>> {
+                let dictionary = column.dictionary();
+                let start = chunk * ROWKEY_CHUNK;
+                let end = (start + ROWKEY_CHUNK).min(dictionary.num_terms() as u64);
+                let ords: Vec<u64> = (start..end).collect();
+                let mut keys = Vec::with_capacity(ords.len());
+                dictionary
+                    .sorted_ords_to_term_cb(&ords, |key| keys.push(key.to_vec()))
+                    .map_err(tantivy::TantivyError::from)?;
+                Ok(Arc::new(keys))
+            },
+        )?;
+        Ok(entry.get((ord - chunk * ROWKEY_CHUNK) as usize).cloned())
     }
 
     /// The `_rk` fast-field column of each segment of `searcher`, in segment order. Opening a
