@@ -134,10 +134,22 @@ pub fn open(
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
 ) -> Result<Runtime> {
-    // Before anything records: the indexer threads (and the HBase store's breaker) register
-    // their metric handles when they start, and a handle taken before the recorder exists
-    // stays a no-op for good.
-    let metrics = metrics_handle();
+    let rows = open_rows(config, data_dir)?;
+    open_with_rows(config, data_dir, policy, auth, rows)
+}
+
+/// Where the rows are, opened: the embedded store (if it holds them) and the store lookups read.
+pub struct OpenedRows {
+    embedded: Option<Arc<EmbeddedStore>>,
+    rows: Arc<dyn RowStore>,
+}
+
+/// Opens the row store alone: the first half of [`open`]. For the embedded store this is
+/// fjall's recovery (journal replay), which `hbidx bench` times apart from indexing.
+pub fn open_rows(config: &Config, data_dir: &Path) -> Result<OpenedRows> {
+    // The HBase store's breaker registers its gauge when it is built, and a handle taken
+    // before the recorder exists stays a no-op for good (see `open_with_rows`).
+    metrics_handle();
     // The config's families go with each table, for the Thrift gateway's family checks.
     let table_specs: Vec<TableSpec> = config
         .tables
@@ -169,6 +181,23 @@ pub fn open(
                 (None, Arc::new(HbaseStore::new(hbase, &tables)))
             }
         };
+    Ok(OpenedRows { embedded, rows })
+}
+
+/// The second half of [`open`]: the indexes, one indexer thread per table, and the service
+/// state, over rows opened by [`open_rows`].
+pub fn open_with_rows(
+    config: &Config,
+    data_dir: &Path,
+    policy: &CommitPolicy,
+    auth: hbidx_query::auth::Auth,
+    opened: OpenedRows,
+) -> Result<Runtime> {
+    // Before anything records: the indexer threads (and the HBase store's breaker) register
+    // their metric handles when they start, and a handle taken before the recorder exists
+    // stays a no-op for good.
+    let metrics = metrics_handle();
+    let OpenedRows { embedded, rows } = opened;
     let kafka = hbidx_indexer::config::kafka_sources(config)?;
     let instance_id = if kafka.is_empty() {
         String::new()
