@@ -342,3 +342,93 @@ async fn run_store(
     .await??;
     swap(state, wiring, indexers, table_name, job, || {}).await
 }
+
+/// Rows merged into a start-up rebuild between two commits: bounds the writer's in-memory
+/// overlay of uncommitted rows on a big table.
+const REBUILD_COMMIT_ROWS: usize = 200_000;
+
+/// Rebuilds, at start, a table index that can't be opened because it was built for another
+/// schema (the table's fields changed, or an older hbidx wrote another document layout), from
+/// the embedded store's rows. It is a store reindex with no live indexer to stop yet: the shadow
+/// starts at the old index's committed checkpoint, every row with indexed values is merged in,
+/// the count check gates the swap, and the live indexer then resumes its source from that
+/// checkpoint (events after it are re-applied, idempotently). A crash part-way leaves a shadow
+/// without `READY`, which the next start removes before rebuilding again; a crash between the
+/// renames is finished by `server::recover_index_dir`.
+pub fn rebuild_outdated(
+    index_dir: &Path,
+    table: &Arc<hbidx_schema::config::TableConfig>,
+    store: &hbidx_store::EmbeddedStore,
+) -> Result<()> {
+    let checkpoint = hbidx_indexer::index::committed_checkpoint(index_dir)
+        .with_context(|| format!("reading the checkpoint of {}", index_dir.display()))?;
+    let shadow = shadow_dir(index_dir);
+    if shadow.exists() {
+        std::fs::remove_dir_all(&shadow)
+            .with_context(|| format!("removing an old {}", shadow.display()))?;
+    }
+    tracing::warn!(table = %table.name, dir = %index_dir.display(), "the index was built for another schema; rebuilding it from the store");
+    let started = Instant::now();
+    let (mut writer, searcher) =
+        hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
+    writer.seed_checkpoint(checkpoint);
+    let mut request = hbidx_store::ScanRequest {
+        columns: Some(hbidx_indexer::repair::indexed_columns(table)),
+        batch: SCAN_BATCH,
+        ..Default::default()
+    };
+    let mut scanned = 0u64;
+    loop {
+        let batch = store
+            .scan_sync(&table.name, &request)
+            .with_context(|| format!("scanning table {}", table.name))?;
+        for row in batch.rows {
+            let ops = row
+                .cells
+                .into_iter()
+                .map(|(column, cell)| hbidx_schema::model::CellOp::Put {
+                    column,
+                    ts: cell.ts,
+                    value: cell.value,
+                })
+                .collect();
+            writer.apply_repair(&hbidx_schema::model::Mutation {
+                table: table.name.clone(),
+                rowkey: row.rowkey,
+                ops,
+            })?;
+            scanned += 1;
+        }
+        if writer.uncommitted_ops() >= REBUILD_COMMIT_ROWS {
+            writer.commit()?;
+        }
+        match batch.next_start {
+            Some(next) => request.start = next,
+            None => break,
+        }
+    }
+    writer.commit()?;
+    let indexed = searcher.stats().rows;
+    writer.finish()?;
+    drop(searcher);
+    if indexed != scanned {
+        return Err(anyhow!(
+            "count check failed: scanned {scanned} rows with indexed values but the rebuilt index has {indexed}; the old index is left in place"
+        ));
+    }
+    std::fs::write(shadow.join(READY), b"")
+        .with_context(|| format!("marking {} ready", shadow.display()))?;
+    let old = old_dir(index_dir);
+    if old.exists() {
+        std::fs::remove_dir_all(&old)?;
+    }
+    std::fs::rename(index_dir, &old)
+        .with_context(|| format!("moving {} aside", index_dir.display()))?;
+    std::fs::rename(&shadow, index_dir)
+        .with_context(|| format!("moving the rebuilt index into {}", index_dir.display()))?;
+    std::fs::remove_file(index_dir.join(READY))
+        .with_context(|| format!("removing the {READY} marker in {}", index_dir.display()))?;
+    std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    tracing::info!(table = %table.name, rows = scanned, secs = started.elapsed().as_secs_f64(), "rebuilt the index from the store");
+    Ok(())
+}

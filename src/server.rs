@@ -110,6 +110,39 @@ fn recover_index_dir(index_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Opens a table's index. One built for another schema (the table's fields changed, or an
+/// older hbidx wrote another layout) is rebuilt from the embedded store first, since the store
+/// holds every row; with the rows in HBase, a start-up scan of the whole table is not something
+/// to do implicitly, so the error says what to run.
+fn open_or_rebuild_index(
+    index_dir: &Path,
+    table: &Arc<TableConfig>,
+    embedded: Option<&EmbeddedStore>,
+) -> Result<(
+    hbidx_indexer::TableIndexWriter,
+    hbidx_indexer::TableSearcher,
+)> {
+    match hbidx_indexer::open_table_index(index_dir, table.clone(), &WriterOptions::default()) {
+        Err(hbidx_indexer::IndexerError::SchemaMismatch { .. }) => {}
+        opened => return Ok(opened?),
+    }
+    let Some(store) = embedded else {
+        anyhow::bail!(
+            "{} was built for another schema (the table's fields changed, or an older hbidx wrote it) and the rows are in HBase, so it is not rebuilt at start: move it aside (mv {dir} {dir}.outdated), start hbidx, then run `hbidx --config FILE reindex {table} --from-store` (or --from-kafka)",
+            index_dir.display(),
+            dir = index_dir.display(),
+            table = table.name,
+        );
+    };
+    crate::reindex::rebuild_outdated(index_dir, table, store)
+        .with_context(|| format!("rebuilding {} from the store", index_dir.display()))?;
+    Ok(hbidx_indexer::open_table_index(
+        index_dir,
+        table.clone(),
+        &WriterOptions::default(),
+    )?)
+}
+
 /// The process's Prometheus recorder, installed on first use: the `metrics` facade has one
 /// global recorder, so it is set once here rather than by each command. `None` (and a warning)
 /// if it could not be installed; the service then runs without `/metrics`.
@@ -218,9 +251,8 @@ pub fn open_with_rows(
         let table = Arc::new(table.clone());
         let index_dir = wiring.index_dir(&table.name);
         recover_index_dir(&index_dir)?;
-        let (writer, searcher) =
-            hbidx_indexer::open_table_index(&index_dir, table.clone(), &WriterOptions::default())
-                .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
+        let (writer, searcher) = open_or_rebuild_index(&index_dir, &table, embedded.as_deref())
+            .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
         let source = wiring.live_source(&table)?;
         // Write-through publishes to the topic only when Kafka is the log of an embedded
         // table. With HBase, HBase is the log: writes go to it, and replication brings them to

@@ -15,6 +15,13 @@ pub enum IndexerError {
     /// The index directory could not be created or opened.
     #[error("index directory {path}: {reason}")]
     Directory { path: String, reason: String },
+    /// The index in `path` was built with another schema: the table's field config changed, or
+    /// an older hbidx wrote it with another document layout. It has to be rebuilt; the server
+    /// does that from the embedded store at start.
+    #[error(
+        "index directory {path}: the index was built for another schema (the table's fields changed, or an older hbidx wrote it)"
+    )]
+    SchemaMismatch { path: String },
     /// The source (change feed, Kafka) failed.
     #[error("source {source_name}: {reason}")]
     Source { source_name: String, reason: String },

@@ -3,8 +3,10 @@
 //! service).
 //!
 //! Document layout (see ARCHITECTURE.md):
-//! - `_rk`: the rowkey as lowercase hex. Raw-indexed (upserts delete by this term), stored, and a
-//!   fast field. Hex preserves byte order, so sorting on it is HBase's rowkey order.
+//! - `_rk`: the rowkey's bytes. Indexed (upserts delete by this term) and a fast field (lookups
+//!   rank its term ordinals, which sort like the bytes: HBase's rowkey order). Not stored: the
+//!   column gives it back. Earlier versions indexed the rowkey as hex text, stored too: twice
+//!   the bytes in every term to sort, write and compare, ~15% of the indexing CPU.
 //! - `_key`: declared, no longer written. It held the natural key, which nothing read, and
 //!   rebuilding it (the codec re-hashes the key to check an md5 prefix) cost more per event than
 //!   encoding the row state. It stays in the schema so that existing indexes still open.
@@ -19,12 +21,14 @@ use std::sync::Arc;
 
 use hbidx_schema::config::{FieldKind, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
-use tantivy::columnar::StrColumn;
+use tantivy::columnar::BytesColumn;
 use tantivy::directory::MmapDirectory;
 use tantivy::index::SegmentId;
 use tantivy::indexer::UserOperation;
 use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, RangeQuery, TermQuery};
-use tantivy::schema::{FAST, Field, IndexRecordOption, STORED, STRING, Schema, Value};
+use tantivy::schema::{
+    BytesOptions, Field, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions, Value,
+};
 use tantivy::{
     DocAddress, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term,
 };
@@ -55,19 +59,35 @@ struct Fields {
     by_name: HashMap<String, FieldHandles>,
 }
 
+/// A term field whose terms hbidx makes itself (see `analysis.rs`): untokenised, postings
+/// without frequencies or positions, and no field norms. Lookups never score, so norms (one
+/// byte per document and field, written at every commit and merge) would be paid for nothing.
+fn raw_terms() -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("raw")
+            .set_fieldnorms(false)
+            .set_index_option(IndexRecordOption::Basic),
+    )
+}
+
+/// The schema of a table's index: its layout (see the module docs) for the table's fields.
+/// An index whose schema differs (a changed field config, or an index written by an hbidx with
+/// an older layout) can't be opened; the server rebuilds it from the store
+/// ([`IndexerError::SchemaMismatch`]).
 fn build_schema(table: &TableConfig) -> (Schema, Fields) {
     let mut builder = Schema::builder();
-    let rowkey = builder.add_text_field("_rk", STRING | STORED | FAST);
+    let rowkey = builder.add_bytes_field("_rk", BytesOptions::default().set_indexed().set_fast());
     // Not written any more (see the module docs); declared so that existing indexes still open.
     builder.add_text_field("_key", STORED);
     let state = builder.add_bytes_field("_state", STORED);
-    let live = builder.add_text_field("_live", STRING);
+    let live = builder.add_text_field("_live", raw_terms());
     let mut by_name = HashMap::new();
     for field in &table.fields {
         let name = &field.name;
-        let exact = builder.add_text_field(name, STRING);
+        let exact = builder.add_text_field(name, raw_terms());
         let mut sub =
-            |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), STRING));
+            |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), raw_terms()));
         let (tail, gram, pinyin) = match field.kind {
             FieldKind::Phone => (sub(TAIL), None, None),
             FieldKind::Name => (None, sub(GRAM), sub(PINYIN)),
@@ -112,14 +132,19 @@ pub fn open_table_index(
         path: dir.display().to_string(),
         reason: err.to_string(),
     })?;
-    let index = Index::open_or_create(directory, schema.clone())?;
-    if index.schema() != schema {
-        return Err(IndexerError::Directory {
-            path: dir.display().to_string(),
-            reason: "the index was built for a different field config; rebuild it (hbidx reindex)"
-                .into(),
-        });
-    }
+    // Not `Index::open_or_create`: on a schema mismatch it fails with a generic schema error,
+    // and the server must tell this case apart to rebuild the index.
+    let index = if Index::exists(&directory).map_err(tantivy::TantivyError::from)? {
+        let index = Index::open(directory)?;
+        if index.schema() != schema {
+            return Err(IndexerError::SchemaMismatch {
+                path: dir.display().to_string(),
+            });
+        }
+        index
+    } else {
+        Index::create(directory, schema, tantivy::IndexSettings::default())?
+    };
     let checkpoint = Checkpoint::from_payload(index.load_metas()?.payload.as_deref())?;
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
@@ -148,6 +173,13 @@ pub fn open_table_index(
         pending: Vec::with_capacity(PENDING_BATCH),
     };
     Ok((writer, searcher))
+}
+
+/// The checkpoint committed in the index under `dir`, whatever schema it was built with: where
+/// a rebuild of an index with an outdated schema resumes its source.
+pub fn committed_checkpoint(dir: &Path) -> Result<Checkpoint> {
+    let index = Index::open_in_dir(dir)?;
+    Checkpoint::from_payload(index.load_metas()?.payload.as_deref())
 }
 
 /// Tuning of the tantivy writer.
@@ -179,8 +211,8 @@ const ROWKEY_CHUNK: u64 = 64;
 /// Decoded `_rk` dictionary entries, by (segment, chunk of [`ROWKEY_CHUNK`] ordinals).
 ///
 /// Turning a term ordinal back into its rowkey walks the column dictionary's sstable block
-/// from its start (about 70 delta-decoded entries on average for hex rowkeys): a quarter of
-/// an exact lookup's instructions. A chunk is decoded in one pass on a miss and then answers
+/// from its start (about 70 delta-decoded entries on average, measured with hex rowkeys): a
+/// quarter of an exact lookup's instructions. A chunk is decoded in one pass on a miss and then answers
 /// every ordinal in it directly. Segments are immutable and their ids unique (across reindex
 /// swaps too), so entries never go stale; those of merged-away segments age out. The cache
 /// is bounded in bytes, like HBase's block cache or PostgreSQL's shared buffers.
@@ -197,9 +229,9 @@ impl quick_cache::Weighter<(SegmentId, u64), Arc<Vec<Vec<u8>>>> for ChunkWeight 
 }
 
 fn rowkey_cache(budget_bytes: u64) -> RowkeyCache {
-    // quick_cache sizes its table from an item estimate: one chunk of 30-character hex keys
-    // weighs about 3.5 KB.
-    let items = (budget_bytes / 3_500).max(16) as usize;
+    // quick_cache sizes its table from an item estimate: one chunk of 15-byte rowkeys (the
+    // example design) weighs about 2.6 KB.
+    let items = (budget_bytes / 2_600).max(16) as usize;
     RowkeyCache::with_weighter(items, budget_bytes.max(1), ChunkWeight)
 }
 
@@ -294,13 +326,12 @@ impl TableIndexWriter {
     }
 
     fn apply_ops(&mut self, rowkey: &[u8], ops: &[CellOp]) -> Result<ApplyOutcome> {
-        let rowkey_hex = hex::encode(rowkey);
         // `has_doc`: some document (committed, or added since the last commit) may exist for
         // this rowkey. When none can, the upsert skips its delete: tantivy resolves every delete
         // term against every segment at commit, which is most of a bulk load's cost otherwise.
         let (mut state, has_doc) = match self.overlay.remove(rowkey) {
             Some((state, has_doc)) => (state, has_doc),
-            None => match self.searcher.committed_state_hex(rowkey, &rowkey_hex)? {
+            None => match self.searcher.committed_state(rowkey)? {
                 Some(state) => (state, true),
                 None => (RowState::default(), false),
             },
@@ -317,14 +348,14 @@ impl TableIndexWriter {
         if changed {
             if has_doc {
                 self.pending
-                    .push(UserOperation::Delete(Term::from_field_text(
+                    .push(UserOperation::Delete(Term::from_field_bytes(
                         self.fields.rowkey,
-                        &rowkey_hex,
+                        rowkey,
                     )));
             }
             doc_after = false;
             if !state.is_empty() {
-                let (doc, invalid) = self.build_doc(rowkey, &rowkey_hex, &state);
+                let (doc, invalid) = self.build_doc(rowkey, &state);
                 outcome.invalid_values = invalid;
                 self.invalid_values += u64::from(invalid);
                 self.pending.push(UserOperation::Add(doc));
@@ -347,14 +378,9 @@ impl TableIndexWriter {
         Ok(())
     }
 
-    fn build_doc(
-        &self,
-        rowkey: &[u8],
-        rowkey_hex: &str,
-        state: &RowState,
-    ) -> (TantivyDocument, u32) {
+    fn build_doc(&self, rowkey: &[u8], state: &RowState) -> (TantivyDocument, u32) {
         let mut doc = TantivyDocument::default();
-        doc.add_text(self.fields.rowkey, rowkey_hex);
+        doc.add_bytes(self.fields.rowkey, rowkey);
         doc.add_bytes(self.fields.state, &state.encode());
         if state.has_values() {
             doc.add_text(self.fields.live, "1");
@@ -492,6 +518,19 @@ pub fn rowkey_ref(rowkey: &[u8]) -> String {
     format!("#{:016x}", xxhash_rust::xxh3::xxh3_64(rowkey))
 }
 
+/// The rowkey of document `doc` from its segment's `_rk` column; `None` for a document without
+/// one (the indexer writes none).
+fn rowkey_at(column: &BytesColumn, doc: tantivy::DocId) -> Result<Option<Vec<u8>>> {
+    let Some(ord) = column.term_ords(doc).next() else {
+        return Ok(None);
+    };
+    let mut rowkey = Vec::new();
+    column
+        .ord_to_bytes(ord, &mut rowkey)
+        .map_err(tantivy::TantivyError::from)?;
+    Ok(Some(rowkey))
+}
+
 /// Every term of `field` that starts with `prefix`: the range from the prefix up to (not
 /// including) the prefix with its last character incremented. UTF-8 preserves code point order,
 /// so this is exactly the prefix's block of the term dictionary.
@@ -557,7 +596,7 @@ pub struct TableSearcher {
 }
 
 /// Segment ids and their `_rk` columns, in the searcher's segment order.
-type RowkeyColumns = (Vec<SegmentId>, Arc<Vec<Option<StrColumn>>>);
+type RowkeyColumns = (Vec<SegmentId>, Arc<Vec<Option<BytesColumn>>>);
 
 impl TableSearcher {
     pub fn table(&self) -> &Arc<TableConfig> {
@@ -582,17 +621,14 @@ impl TableSearcher {
     }
 
     /// The committed state of a row, if the index has a document for it.
-    pub fn committed_state(&self, rowkey: &[u8]) -> Result<Option<RowState>> {
-        self.committed_state_hex(rowkey, &hex::encode(rowkey))
-    }
-
+    ///
     /// Looks the rowkey term up directly in each segment's term dictionary and walks its
     /// postings to the live document. This runs once per indexed event whose row isn't in the
     /// writer's overlay, so it avoids the query/collector/scorer machinery: for a row the index
     /// has never seen (the common case in a bulk load) it costs one FST probe per segment.
-    fn committed_state_hex(&self, rowkey: &[u8], rowkey_hex: &str) -> Result<Option<RowState>> {
+    pub fn committed_state(&self, rowkey: &[u8]) -> Result<Option<RowState>> {
         let searcher = self.reader().searcher();
-        let term = Term::from_field_text(self.fields.rowkey, rowkey_hex);
+        let term = Term::from_field_bytes(self.fields.rowkey, rowkey);
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
             let inverted = segment.inverted_index(self.fields.rowkey)?;
             let Some(mut postings) = inverted
@@ -686,10 +722,7 @@ impl TableSearcher {
             clauses.push((
                 Occur::Must,
                 Box::new(RangeQuery::new(
-                    Bound::Excluded(Term::from_field_text(
-                        self.fields.rowkey,
-                        &hex::encode(after),
-                    )),
+                    Bound::Excluded(Term::from_field_bytes(self.fields.rowkey, after)),
                     Bound::Unbounded,
                 )),
             ));
@@ -722,7 +755,7 @@ impl TableSearcher {
         // A broad match (a one-character name prefix over millions of rows) is pruned back to
         // `keep` whenever this many ordinals pile up, so memory stays bounded like a top-k heap.
         let prune_at = (keep * 2).max(4096);
-        let mut hex_keys: Vec<Vec<u8>> = Vec::new();
+        let mut rowkeys: Vec<Vec<u8>> = Vec::new();
         let mut ords: Vec<u64> = Vec::new();
         for (segment, column) in searcher.segment_readers().iter().zip(columns.iter()) {
             let Some(column) = column else { continue };
@@ -763,27 +796,15 @@ impl TableSearcher {
                 ords.truncate(keep);
             }
             for &ord in &ords {
-                if let Some(hex_key) = self.rowkey_term(segment.segment_id(), column, ord)? {
-                    hex_keys.push(hex_key);
+                if let Some(rowkey) = self.rowkey_term(segment.segment_id(), column, ord)? {
+                    rowkeys.push(rowkey);
                 }
             }
         }
         // A rowkey has one live document, so there is nothing to deduplicate across segments.
-        hex_keys.sort_unstable();
-        let has_more = hex_keys.len() > limit;
-        hex_keys.truncate(limit);
-        let mut rowkeys = Vec::with_capacity(hex_keys.len());
-        for hex_key in hex_keys {
-            match hex::decode(&hex_key) {
-                Ok(rowkey) => rowkeys.push(rowkey),
-                Err(err) => {
-                    return Err(IndexerError::CorruptState {
-                        rowkey: rowkey_ref(&hex_key),
-                        reason: err.to_string(),
-                    });
-                }
-            }
-        }
+        rowkeys.sort_unstable();
+        let has_more = rowkeys.len() > limit;
+        rowkeys.truncate(limit);
         Ok(LookupPage { rowkeys, has_more })
     }
 
@@ -792,12 +813,12 @@ impl TableSearcher {
         (self.rowkey_cache.weight(), self.rowkey_cache.len())
     }
 
-    /// The `_rk` term (hex rowkey) of ordinal `ord` in a segment's column, through the
+    /// The `_rk` term (the rowkey's bytes) of ordinal `ord` in a segment's column, through the
     /// [`RowkeyCache`].
     fn rowkey_term(
         &self,
         segment: SegmentId,
-        column: &StrColumn,
+        column: &BytesColumn,
         ord: u64,
     ) -> Result<Option<Vec<u8>>> {
         let chunk = ord / ROWKEY_CHUNK;
@@ -821,7 +842,10 @@ impl TableSearcher {
     /// The `_rk` fast-field column of each segment of `searcher`, in segment order. Opening a
     /// column walks the segment's columnar index, so the columns are opened once per set of
     /// segments (a reload that only changes deletes keeps them) rather than once per lookup.
-    fn rowkey_columns(&self, searcher: &tantivy::Searcher) -> Result<Arc<Vec<Option<StrColumn>>>> {
+    fn rowkey_columns(
+        &self,
+        searcher: &tantivy::Searcher,
+    ) -> Result<Arc<Vec<Option<BytesColumn>>>> {
         let segments = searcher.segment_readers();
         let mut cache = self
             .rowkey_columns
@@ -839,7 +863,7 @@ impl TableSearcher {
         let ids: Vec<SegmentId> = segments.iter().map(|s| s.segment_id()).collect();
         let columns = segments
             .iter()
-            .map(|segment| segment.fast_fields().str("_rk"))
+            .map(|segment| segment.fast_fields().bytes("_rk"))
             .collect::<tantivy::Result<Vec<_>>>()?;
         let columns = Arc::new(columns);
         *cache = Some((ids, columns.clone()));
@@ -850,23 +874,21 @@ impl TableSearcher {
     /// Used by verify and by tests that compare the index with ground truth.
     pub fn all_rows(&self) -> Result<Vec<(Vec<u8>, RowState)>> {
         let searcher = self.reader().searcher();
+        let columns = self.rowkey_columns(&searcher)?;
         let mut out = Vec::new();
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let Some(column) = &columns[segment_ord] else {
+                continue;
+            };
             let alive = segment.alive_bitset();
             for doc_id in 0..segment.max_doc() {
                 if alive.is_some_and(|bits| !bits.is_alive(doc_id)) {
                     continue;
                 }
-                let address = DocAddress::new(segment_ord as u32, doc_id);
-                let doc: TantivyDocument = searcher.doc(address)?;
-                let Some(hex_key) = doc.get_first(self.fields.rowkey).and_then(|v| v.as_str())
-                else {
+                let Some(rowkey) = rowkey_at(column, doc_id)? else {
                     continue;
                 };
-                let rowkey = hex::decode(hex_key).map_err(|err| IndexerError::CorruptState {
-                    rowkey: rowkey_ref(hex_key.as_bytes()),
-                    reason: err.to_string(),
-                })?;
+                let address = DocAddress::new(segment_ord as u32, doc_id);
                 let state = self.state_at(&searcher, address, &rowkey)?;
                 if state.has_values() {
                     out.push((rowkey, state));
@@ -891,6 +913,7 @@ impl TableSearcher {
             all.truncate(n);
             return Ok(all);
         }
+        let columns = self.rowkey_columns(&searcher)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(n);
@@ -915,14 +938,15 @@ impl TableSearcher {
             {
                 continue;
             }
+            let Some(rowkey) = columns[segment_ord]
+                .as_ref()
+                .map(|column| rowkey_at(column, doc_id))
+                .transpose()?
+                .flatten()
+            else {
+                continue;
+            };
             let address = DocAddress::new(segment_ord as u32, doc_id);
-            let doc: TantivyDocument = searcher.doc(address)?;
-            let Some(hex_key) = doc.get_first(self.fields.rowkey).and_then(|v| v.as_str()) else {
-                continue;
-            };
-            let Ok(rowkey) = hex::decode(hex_key) else {
-                continue;
-            };
             let state = self.state_at(&searcher, address, &rowkey)?;
             if state.has_values() {
                 out.push((rowkey, state));
@@ -939,7 +963,6 @@ impl TableSearcher {
         let searcher = self.reader().searcher();
         let term = Term::from_field_text(self.fields.live, "1");
         let mut out = Vec::new();
-        let mut hex_key = String::new();
         for segment in searcher.segment_readers() {
             let Some(mut postings) = segment
                 .inverted_index(self.fields.live)?
@@ -948,25 +971,16 @@ impl TableSearcher {
             else {
                 continue;
             };
-            let Some(rowkeys) = segment.fast_fields().str("_rk")? else {
+            let Some(rowkeys) = segment.fast_fields().bytes("_rk")? else {
                 continue;
             };
             let alive = segment.alive_bitset();
             let mut doc = postings.doc();
             while doc != tantivy::TERMINATED {
-                if alive.is_none_or(|bits| bits.is_alive(doc)) {
-                    for ord in rowkeys.term_ords(doc) {
-                        hex_key.clear();
-                        rowkeys
-                            .ord_to_str(ord, &mut hex_key)
-                            .map_err(tantivy::TantivyError::from)?;
-                        let rowkey =
-                            hex::decode(&hex_key).map_err(|err| IndexerError::CorruptState {
-                                rowkey: rowkey_ref(hex_key.as_bytes()),
-                                reason: err.to_string(),
-                            })?;
-                        out.push(rowkey);
-                    }
+                if alive.is_none_or(|bits| bits.is_alive(doc))
+                    && let Some(rowkey) = rowkey_at(&rowkeys, doc)?
+                {
+                    out.push(rowkey);
                 }
                 doc = postings.advance();
             }

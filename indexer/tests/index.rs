@@ -559,3 +559,49 @@ fn exact_lookups_resolve_rowkeys_through_the_bounded_cache() {
         }
     }
 }
+
+/// An index written with the earlier layout (`_rk` as stored hex text, field norms on) is
+/// refused as a schema mismatch, which the server answers by rebuilding it from the store, and
+/// its checkpoint is still readable, so the rebuild resumes the source where it was.
+#[test]
+fn an_index_with_the_old_layout_is_a_schema_mismatch_with_a_readable_checkpoint() {
+    use tantivy::schema::{FAST, STORED, STRING, Schema};
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let mut builder = Schema::builder();
+    let rowkey = builder.add_text_field("_rk", STRING | STORED | FAST);
+    builder.add_text_field("_key", STORED);
+    builder.add_bytes_field("_state", STORED);
+    builder.add_text_field("_live", STRING);
+    for field in [
+        "phone",
+        "phone__tail",
+        "idcard",
+        "name",
+        "name__gram",
+        "name__py",
+    ] {
+        builder.add_text_field(field, STRING);
+    }
+    let index = tantivy::Index::create_in_dir(dir.path(), builder.build()).unwrap();
+    let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+    writer
+        .add_document(tantivy::doc!(rowkey => "616263"))
+        .unwrap();
+    let mut checkpoint = Checkpoint::default();
+    checkpoint.advance(CHANGE_FEED, 0, 41);
+    let mut prepared = writer.prepare_commit().unwrap();
+    prepared.set_payload(&checkpoint.to_payload());
+    prepared.commit().unwrap();
+    drop(writer);
+
+    match open_table_index(dir.path(), table, &WriterOptions::default()) {
+        Err(hbidx_indexer::IndexerError::SchemaMismatch { path }) => {
+            assert_eq!(path, dir.path().display().to_string())
+        }
+        Err(other) => panic!("expected a schema mismatch, got {other}"),
+        Ok(_) => panic!("an index with the old layout opened"),
+    }
+    let read = hbidx_indexer::index::committed_checkpoint(dir.path()).unwrap();
+    assert_eq!(read.position(CHANGE_FEED, 0), Some(41));
+}
