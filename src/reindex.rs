@@ -302,20 +302,7 @@ async fn run_store(
                 .block_on(rows.scan(&name, &request))
                 .with_context(|| format!("scanning table {name}"))?;
             for row in batch.rows {
-                let ops = row
-                    .cells
-                    .into_iter()
-                    .map(|(column, cell)| hbidx_schema::model::CellOp::Put {
-                        column,
-                        ts: cell.ts,
-                        value: cell.value,
-                    })
-                    .collect();
-                writer.apply_repair(&hbidx_schema::model::Mutation {
-                    table: name.clone(),
-                    rowkey: row.rowkey,
-                    ops,
-                })?;
+                writer.apply_repair(&row_as_puts(&name, row))?;
                 scanned += 1;
             }
             jobs_state.jobs.update(job, |j| {
@@ -383,20 +370,7 @@ pub fn rebuild_outdated(
             .scan_sync(&table.name, &request)
             .with_context(|| format!("scanning table {}", table.name))?;
         for row in batch.rows {
-            let ops = row
-                .cells
-                .into_iter()
-                .map(|(column, cell)| hbidx_schema::model::CellOp::Put {
-                    column,
-                    ts: cell.ts,
-                    value: cell.value,
-                })
-                .collect();
-            writer.apply_repair(&hbidx_schema::model::Mutation {
-                table: table.name.clone(),
-                rowkey: row.rowkey,
-                ops,
-            })?;
+            writer.apply_repair(&row_as_puts(&table.name, row))?;
             scanned += 1;
         }
         if writer.uncommitted_ops() >= REBUILD_COMMIT_ROWS {
@@ -431,4 +405,23 @@ pub fn rebuild_outdated(
     std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
     tracing::info!(table = %table.name, rows = scanned, secs = started.elapsed().as_secs_f64(), "rebuilt the index from the store");
     Ok(())
+}
+
+/// A scanned row as the mutation that indexes it: one put per visible cell, at the cell's own
+/// timestamp (so a newer event already in the index still wins).
+fn row_as_puts(table: &str, row: hbidx_store::Row) -> hbidx_schema::model::Mutation {
+    let ops = row
+        .cells
+        .into_iter()
+        .map(|(column, cell)| hbidx_schema::model::CellOp::Put {
+            column,
+            ts: cell.ts,
+            value: cell.value,
+        })
+        .collect();
+    hbidx_schema::model::Mutation {
+        table: table.to_owned(),
+        rowkey: row.rowkey,
+        ops,
+    }
 }
