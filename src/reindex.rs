@@ -142,6 +142,7 @@ async fn run(
             let (writer, _searcher) =
                 hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
             let (source, targets) = KafkaSource::replay(kafka, table, dead_letters)?;
+            let source = hbidx_indexer::Prefetch::new(source)?;
             let handle = hbidx_indexer::spawn_shadow(writer, Box::new(source), policy)?;
             Ok((handle, targets))
         })

@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hbidx_indexer::kafka::{DeadLetterFile, KafkaPublisher, KafkaSource, KafkaSourceConfig};
 use hbidx_indexer::{
-    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Source, WriterOptions,
+    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Prefetch, Source,
+    WriterOptions,
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
@@ -67,7 +68,8 @@ impl Wiring {
                                 format!("connecting table \"{}\" to Kafka", table.name)
                             })?;
                     tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka (rows are in HBase)");
-                    Box::new(consumer)
+                    // Decoding runs on the polling thread, one batch ahead of the index.
+                    Box::new(Prefetch::new(consumer)?)
                 }
                 None => {
                     tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store` and read repair");
@@ -83,8 +85,9 @@ impl Wiring {
                 let consumer = KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
                     .with_context(|| format!("connecting table \"{}\" to Kafka", table.name))?;
                 tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka");
-                // The embedded store holds the rows, so consumed events are applied to it too.
-                Box::new(ApplyToStore::new(consumer, store.clone()))
+                // The embedded store holds the rows, so consumed events are applied to it too:
+                // decode and store write on the polling thread, one batch ahead of the index.
+                Box::new(Prefetch::new(ApplyToStore::new(consumer, store.clone()))?)
             }
             None => Box::new(ChangeFeedSource::new(store.clone(), table.name.clone())),
         })

@@ -12,7 +12,8 @@
 //!   encoding the row state. It stays in the schema so that existing indexes still open.
 //! - `_state`: the row's [`RowState`], stored (see `state.rs` for why).
 //! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
-//!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`.
+//!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`. A phone field's own field is declared
+//!   but no longer written: its reversed digits in `__tail` answer exact lookups too.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -393,7 +394,11 @@ impl TableIndexWriter {
             let raw = String::from_utf8_lossy(raw);
             match analysis::field_terms(handles.kind, &raw) {
                 Ok(terms) => {
-                    doc.add_text(handles.exact, &terms.exact);
+                    // A phone's exact lookups use its reversed digits (`analysis.rs`); its base
+                    // field stays in the schema, empty, so indexes written before still open.
+                    if handles.kind != FieldKind::Phone {
+                        doc.add_text(handles.exact, &terms.exact);
+                    }
                     if let (Some(field), Some(tail)) = (handles.tail, &terms.tail) {
                         doc.add_text(field, tail);
                     }

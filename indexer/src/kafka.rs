@@ -270,6 +270,9 @@ pub struct KafkaSource {
     dead_letters: DeadLetterFile,
     counters: BTreeMap<i32, PartitionCounters>,
     watermarks_at: Option<Instant>,
+    /// The payload being decoded, copied out of the message so the consumer is free again;
+    /// kept between messages so the copy needs no allocation.
+    scratch: Vec<u8>,
     /// A reindex replay: partitions assigned directly from the beginning, no consumer group,
     /// no offset hints.
     replay: bool,
@@ -431,6 +434,7 @@ impl KafkaSource {
             dead_letters,
             counters: BTreeMap::new(),
             watermarks_at: None,
+            scratch: Vec::new(),
             replay,
         })
     }
@@ -580,6 +584,7 @@ impl Source for KafkaSource {
     fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
         let deadline = Instant::now() + timeout;
         let mut out: Vec<ChangeEvent> = Vec::new();
+        let mut taken = 0usize;
         while out.len() < max {
             // Wait only for the first message; after that take what is already buffered.
             let wait = if out.is_empty() {
@@ -613,10 +618,25 @@ impl Source for KafkaSource {
                 returned.insert(partition, offset);
             }
             let timestamp = message.timestamp().to_millis();
-            let payload = message.payload().map(<[u8]>::to_vec);
+            let mut payload = std::mem::take(&mut self.scratch);
+            payload.clear();
+            let has_payload = message.payload().is_some_and(|bytes| {
+                payload.extend_from_slice(bytes);
+                true
+            });
             drop(message);
-            self.take_message(partition, offset, timestamp, payload.as_deref(), &mut out);
-            if Instant::now() >= deadline && !out.is_empty() {
+            self.take_message(
+                partition,
+                offset,
+                timestamp,
+                has_payload.then_some(payload.as_slice()),
+                &mut out,
+            );
+            self.scratch = payload;
+            // The clock is read every 64 messages: a read per message was ~1% of the CPU of a
+            // catch-up on this VM's clock source.
+            taken += 1;
+            if taken.is_multiple_of(64) && Instant::now() >= deadline && !out.is_empty() {
                 break;
             }
         }

@@ -15,6 +15,7 @@ pub mod formats;
 pub mod index;
 pub mod kafka;
 pub mod pipeline;
+pub mod prefetch;
 pub mod repair;
 pub mod source;
 pub mod state;
@@ -28,6 +29,7 @@ pub use index::{
 pub use pipeline::{
     CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn, spawn_shadow, spawn_with,
 };
+pub use prefetch::Prefetch;
 pub use source::{
-    ApplyToStore, CHANGE_FEED, ChangeFeedSource, IdleSource, PartitionReport, Source,
+    ApplyToStore, CHANGE_FEED, ChangeFeedSource, CommitBarrier, IdleSource, PartitionReport, Source,
 };

@@ -454,7 +454,11 @@ fn run(
             || writer.uncommitted_ops() >= policy.max_docs;
         if pending_checkpoint && (due || stopping) {
             let started = Instant::now();
-            match source.before_commit().and_then(|()| writer.commit()) {
+            let barrier = source.commit_barrier();
+            match barrier
+                .map_or(Ok(()), |barrier| barrier())
+                .and_then(|()| writer.commit())
+            {
                 Ok(checkpoint) => {
                     let took = started.elapsed();
                     stats.commits.fetch_add(1, Ordering::Relaxed);

@@ -16,6 +16,11 @@ use hbidx_store::EmbeddedStore;
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
 
+/// See [`Source::commit_barrier`]. A function rather than a `&mut self` method so that the
+/// indexer thread can call it while the source itself is polled on another thread
+/// ([`crate::prefetch`]).
+pub type CommitBarrier = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
 pub trait Source: Send + 'static {
     /// The name under which this source's partitions appear in the checkpoint.
     fn name(&self) -> &str;
@@ -25,10 +30,11 @@ pub trait Source: Send + 'static {
     fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>>;
     /// The checkpoint is durable in the index.
     fn committed(&mut self, checkpoint: &Checkpoint);
-    /// Called just before the index commits what was polled: whatever the source did with the
-    /// events besides handing them over (applying them to the embedded store) must be durable.
-    fn before_commit(&mut self) -> Result<()> {
-        Ok(())
+    /// What must run just before the index commits what was polled: whatever the source did
+    /// with the events besides handing them over (applying them to the embedded store) must be
+    /// durable by then. `None`: nothing to do.
+    fn commit_barrier(&self) -> Option<CommitBarrier> {
+        None
     }
     /// Per-partition positions and counters for the status endpoint. May do a little blocking
     /// IO (Kafka watermarks); the pipeline calls it about once a second.
@@ -105,14 +111,17 @@ impl<S: Source> Source for ApplyToStore<S> {
         self.inner.committed(checkpoint);
     }
 
-    fn before_commit(&mut self) -> Result<()> {
-        self.store
-            .sync_to_disk()
-            .map_err(|err| IndexerError::Source {
-                source_name: self.inner.name().to_string(),
+    fn commit_barrier(&self) -> Option<CommitBarrier> {
+        let store = self.store.clone();
+        let name = self.inner.name().to_string();
+        let inner = self.inner.commit_barrier();
+        Some(Arc::new(move || {
+            store.sync_to_disk().map_err(|err| IndexerError::Source {
+                source_name: name.clone(),
                 reason: format!("syncing the embedded store: {err}"),
             })?;
-        self.inner.before_commit()
+            inner.as_ref().map_or(Ok(()), |barrier| barrier())
+        }))
     }
 
     fn report(&mut self) -> Vec<PartitionReport> {
