@@ -587,8 +587,12 @@ impl Source for KafkaSource {
         let mut taken = 0usize;
         while out.len() < max {
             // Wait only for the first message; after that take what is already buffered.
+            // Whole milliseconds, rounded up: rdkafka hands librdkafka the wait in whole
+            // milliseconds rounded down, then polls again with the rest, and a rest under 1 ms
+            // becomes a 0 ms poll in a loop (~1 ms of spinning each poll: ~1% of a core idle).
             let wait = if out.is_empty() {
-                deadline.saturating_duration_since(Instant::now())
+                let left = deadline.saturating_duration_since(Instant::now());
+                Duration::from_millis(left.as_micros().div_ceil(1000) as u64)
             } else {
                 Duration::ZERO
             };
