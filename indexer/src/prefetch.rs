@@ -76,7 +76,7 @@ impl Prefetch {
         let mut poller = Poller {
             inner,
             epoch: 0,
-            positioned: false,
+            position: Position::Unset,
             batches: batch_tx,
             commands: command_rx,
             max: max.clone(),
@@ -190,13 +190,22 @@ impl Drop for Prefetch {
 struct Poller<S: Source> {
     inner: S,
     epoch: u64,
-    /// No poll before the first seek: the source has no position yet.
-    positioned: bool,
+    /// No poll before a seek succeeded: before the first one the source has no position, and
+    /// after a failed one polling would read from the wrong place (after a rollback, past
+    /// events the index no longer has).
+    position: Position,
     batches: Sender<Batch>,
     commands: Receiver<Command>,
     max: Arc<AtomicUsize>,
     reports: Arc<Mutex<Vec<PartitionReport>>>,
     reported_at: Option<Instant>,
+}
+
+enum Position {
+    Unset,
+    Ok,
+    /// The last seek failed; it is retried (with backoff) before anything is polled.
+    Failed(Checkpoint),
 }
 
 /// What handling the pending commands asks of the polling loop.
@@ -214,13 +223,33 @@ impl<S: Source> Poller<S> {
             if let Next::Stop = self.handle_pending() {
                 return;
             }
-            if !self.positioned {
-                match self.commands.recv() {
+            match &self.position {
+                Position::Ok => {}
+                Position::Unset => match self.commands.recv() {
                     Ok(command) => {
                         self.handle(command);
                         continue;
                     }
                     Err(_) => return,
+                },
+                Position::Failed(checkpoint) => {
+                    match self.commands.recv_timeout(backoff) {
+                        Ok(command) => {
+                            self.handle(command);
+                        }
+                        Err(RecvTimeoutError::Timeout) => {
+                            let checkpoint = checkpoint.clone();
+                            match self.inner.seek(&checkpoint) {
+                                Ok(()) => self.position = Position::Ok,
+                                Err(err) => {
+                                    tracing::warn!(source = %self.inner.name(), error = %err, "seek failed again; retrying");
+                                }
+                            }
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
                 }
             }
             let polled = self.inner.poll(self.max.load(Ordering::Relaxed), POLL_WAIT);
@@ -293,7 +322,10 @@ impl<S: Source> Poller<S> {
                 done,
             } => {
                 let result = self.inner.seek(&checkpoint);
-                self.positioned = result.is_ok();
+                self.position = match result {
+                    Ok(()) => Position::Ok,
+                    Err(_) => Position::Failed(checkpoint),
+                };
                 self.epoch = epoch;
                 let _ = done.send(result);
                 true
@@ -330,6 +362,8 @@ mod tests {
         next: i64,
         committed: Arc<Mutex<Vec<i64>>>,
         barriers: Arc<AtomicU64>,
+        /// Seeks that fail before one succeeds (a broker that is down for a while).
+        failing_seeks: u64,
     }
 
     impl Source for Log {
@@ -337,6 +371,15 @@ mod tests {
             "log"
         }
         fn seek(&mut self, checkpoint: &Checkpoint) -> Result<()> {
+            if self.failing_seeks > 0 {
+                self.failing_seeks -= 1;
+                // Where a failed seek leaves the source: somewhere else.
+                self.next = 1_000_000;
+                return Err(IndexerError::Source {
+                    source_name: "log".into(),
+                    reason: "broker down".into(),
+                });
+            }
             self.next = checkpoint.position("log", 0).map_or(0, |at| at + 1);
             Ok(())
         }
@@ -387,6 +430,7 @@ mod tests {
             next: 0,
             committed: committed.clone(),
             barriers: barriers.clone(),
+            failing_seeks: 0,
         })
         .unwrap();
         source.seek(&at(9)).unwrap();
@@ -427,5 +471,23 @@ mod tests {
         assert_eq!(*committed.lock().unwrap(), vec![15]);
         // Dropping the wrapper stops and joins the polling thread (the test would hang if not).
         drop(source);
+    }
+
+    #[test]
+    fn a_failed_seek_is_retried_before_anything_is_polled() {
+        let mut source = Prefetch::new(Log {
+            next: 0,
+            committed: Arc::new(Mutex::new(Vec::new())),
+            barriers: Arc::new(AtomicU64::new(0)),
+            failing_seeks: 2,
+        })
+        .unwrap();
+        // The caller hears about the failure (the pipeline logs it) …
+        assert!(source.seek(&at(41)).is_err());
+        // … and the polling thread keeps retrying that seek (it fails once more, then
+        // succeeds) instead of polling from wherever the failed seek left the source, or
+        // stalling until the next seek.
+        let batch = source.poll(4, Duration::from_secs(10)).unwrap();
+        assert_eq!(batch.first().map(|event| event.offset), Some(42));
     }
 }
