@@ -298,6 +298,11 @@ impl TableIndexWriter {
         self.searcher.stats()
     }
 
+    /// See [`TableSearcher::generation`].
+    pub fn reader_generation(&self) -> u64 {
+        self.searcher.generation()
+    }
+
     /// Applies one mutation and records `(source, partition, offset)` as applied.
     pub fn apply(
         &mut self,
@@ -583,6 +588,9 @@ pub struct IndexStats {
     pub docs: u64,
     pub segments: usize,
     pub bytes: u64,
+    /// The reader generation these counts were read from. Every reload (a commit, a
+    /// compaction, a background merge) starts a new one; see [`TableSearcher::generation`].
+    pub generation: u64,
 }
 
 /// The read side of a table index. Cloning is cheap; every clone sees each commit.
@@ -993,6 +1001,12 @@ impl TableSearcher {
         Ok(out)
     }
 
+    /// The generation of the reader lookups use now: cheap (no segment walk), so the indexer
+    /// thread polls it to notice reloads that no commit of its own caused.
+    pub fn generation(&self) -> u64 {
+        self.reader().searcher().generation().generation_id()
+    }
+
     pub fn stats(&self) -> IndexStats {
         let searcher = self.reader().searcher();
         let bytes = searcher
@@ -1010,6 +1024,7 @@ impl TableSearcher {
             docs: searcher.num_docs(),
             segments: searcher.segment_readers().len(),
             bytes,
+            generation: searcher.generation().generation_id(),
         }
     }
 }

@@ -157,11 +157,12 @@ impl IndexerMetrics {
 }
 
 /// Reads the committed index's counts into `stats` (and the gauges), on the indexer thread.
+/// Returns the reader generation they were read from.
 fn refresh_index_stats(
     writer: &TableIndexWriter,
     stats: &IndexerStats,
     metrics: Option<&IndexerMetrics>,
-) {
+) -> u64 {
     let index = writer.stats();
     stats.rows.store(index.rows, Ordering::Relaxed);
     stats.docs.store(index.docs, Ordering::Relaxed);
@@ -175,6 +176,7 @@ fn refresh_index_stats(
         m.segments.set(index.segments as f64);
         m.bytes.set(index.bytes as f64);
     }
+    index.generation
 }
 
 /// Handle on a running indexer thread.
@@ -326,8 +328,10 @@ fn run(
     metrics: Option<&IndexerMetrics>,
 ) {
     let table = writer.table().name.clone();
-    // The counts of the index as opened, before anything is applied.
-    refresh_index_stats(writer, stats, metrics);
+    // The counts of the index as opened, before anything is applied. Commits refresh them;
+    // so does any other reload (an idle compaction or a merge finishing on tantivy's threads),
+    // noticed by the generation check at each report tick.
+    let mut stats_generation = refresh_index_stats(writer, stats, metrics);
     let source_name = source.name().to_string();
     let mut first_uncommitted: Option<Instant> = None;
     let mut pending_checkpoint = false;
@@ -472,7 +476,7 @@ fn run(
                     }
                     // Before publishing, so whoever sees the checkpoint also sees the counts
                     // that include it (the status endpoint's `rows` next to its `lag`).
-                    refresh_index_stats(writer, stats, metrics);
+                    stats_generation = refresh_index_stats(writer, stats, metrics);
                     source.committed(&checkpoint);
                     publish.send_replace(checkpoint);
                     stats.repairs.committed.store(
@@ -497,6 +501,9 @@ fn run(
             reported_at = Some(Instant::now());
             let committed = publish.borrow().clone();
             update_partitions(stats, &source_name, &committed, source.report(), metrics);
+            if writer.reader_generation() != stats_generation {
+                stats_generation = refresh_index_stats(writer, stats, metrics);
+            }
         }
         if stopping && !pending_checkpoint {
             return;

@@ -1,6 +1,7 @@
 //! The indexer core against a real on-disk tantivy index and a real fjall change feed.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hbidx_indexer::{
@@ -328,6 +329,23 @@ fn idle_table_is_compacted_into_one_segment() {
     assert_eq!(after[0].rowkeys.len(), 1);
     assert_eq!(after[3].rowkeys.len(), 0);
     assert_eq!(*handle.indexed.borrow(), checkpoint);
+    // The status counts follow the compaction without a commit of their own: the indexer
+    // notices the reader's new generation at its next report tick (once a second).
+    let counted = |handle: &hbidx_indexer::IndexerHandle| {
+        (
+            handle.stats.segments.load(Ordering::Relaxed),
+            handle.stats.docs.load(Ordering::Relaxed),
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while counted(&handle) != (1, 1500) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "status still counts (segments, docs) = {:?}",
+            counted(&handle)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     handle.shutdown();
     // The merged index opens again with its checkpoint.
     let (writer, searcher) = open_table_index(
