@@ -470,3 +470,47 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With the rows in HBase there is no store to rebuild from at start: an index built for
+    /// another schema is refused with the command that rebuilds it, and is left as it was.
+    #[test]
+    fn an_outdated_index_over_hbase_is_refused_with_the_reindex_command() {
+        let config = hbidx_schema::parse_config(crate::EXAMPLE_CONFIG).unwrap();
+        let table = Arc::new(crate::demo::demo_table(&config).unwrap().clone());
+        let dir = tempfile::tempdir().unwrap();
+        let index_dir = dir.path().join(&table.name);
+        // The same table with one indexed field fewer: an index of another schema.
+        let mut older = (*table).clone();
+        older.fields.pop();
+        let (mut writer, _) =
+            hbidx_indexer::open_table_index(&index_dir, Arc::new(older), &WriterOptions::default())
+                .unwrap();
+        writer.commit().unwrap();
+        writer.finish().unwrap();
+        let listing = |dir: &Path| {
+            let mut names: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name())
+                .collect();
+            names.sort();
+            names
+        };
+        let before = listing(&index_dir);
+
+        let err = match open_or_rebuild_index(&index_dir, &table, None) {
+            Ok(_) => panic!("an index of another schema was opened"),
+            Err(err) => format!("{err:#}"),
+        };
+        assert!(err.contains("built for another schema"), "{err}");
+        assert!(
+            err.contains(&format!("reindex {} --from-store", table.name)),
+            "{err}"
+        );
+        assert_eq!(listing(&index_dir), before, "the old index was touched");
+        assert!(!crate::reindex::shadow_dir(&index_dir).exists());
+    }
+}

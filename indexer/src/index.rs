@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hbidx_schema::config::{FieldKind, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
@@ -160,6 +161,7 @@ pub fn open_table_index(
         fields: fields.clone(),
         rowkey_columns: Arc::default(),
         rowkey_cache: Arc::new(rowkey_cache(options.rowkey_cache_bytes)),
+        rowkey_counts: Arc::default(),
     };
     let writer = TableIndexWriter {
         table,
@@ -593,6 +595,24 @@ pub struct IndexStats {
     pub generation: u64,
 }
 
+/// What [`TableSearcher::rowkey_cache_stats`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowkeyCacheStats {
+    /// Weight of the cached chunks, bounded by `WriterOptions::rowkey_cache_bytes`.
+    pub bytes: u64,
+    /// Cached chunks of [`ROWKEY_CHUNK`] rowkeys.
+    pub entries: usize,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+/// Reads of the rowkey cache and the misses among them (chunks decoded).
+#[derive(Debug, Default)]
+struct RowkeyCacheCounts {
+    reads: AtomicU64,
+    misses: AtomicU64,
+}
+
 /// The read side of a table index. Cloning is cheap; every clone sees each commit.
 #[derive(Clone)]
 pub struct TableSearcher {
@@ -606,6 +626,7 @@ pub struct TableSearcher {
     /// stale entry.
     rowkey_columns: Arc<std::sync::Mutex<Option<RowkeyColumns>>>,
     rowkey_cache: Arc<RowkeyCache>,
+    rowkey_counts: Arc<RowkeyCacheCounts>,
 }
 
 /// Segment ids and their `_rk` columns, in the searcher's segment order.
@@ -822,8 +843,20 @@ impl TableSearcher {
     }
 
     /// Bytes (by the cache's own weighing) and entries held by the rowkey cache.
-    pub fn rowkey_cache_usage(&self) -> (u64, usize) {
-        (self.rowkey_cache.weight(), self.rowkey_cache.len())
+    /// Size and hit counts of the rowkey cache, for `/metrics` (hits and misses since the
+    /// process opened the table; a reindex swap keeps the cache, see [`TableSearcher::adopt`]).
+    pub fn rowkey_cache_stats(&self) -> RowkeyCacheStats {
+        RowkeyCacheStats {
+            bytes: self.rowkey_cache.weight(),
+            entries: self.rowkey_cache.len(),
+            // Read in this order, a concurrent miss can't make `hits` negative.
+            misses: self.rowkey_counts.misses.load(Ordering::Relaxed),
+            hits: self
+                .rowkey_counts
+                .reads
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.rowkey_counts.misses.load(Ordering::Relaxed)),
+        }
     }
 
     /// The `_rk` term (the rowkey's bytes) of ordinal `ord` in a segment's column, through the
@@ -835,9 +868,13 @@ impl TableSearcher {
         ord: u64,
     ) -> Result<Option<Vec<u8>>> {
         let chunk = ord / ROWKEY_CHUNK;
+        self.rowkey_counts.reads.fetch_add(1, Ordering::Relaxed);
         let entry = self.rowkey_cache.get_or_insert_with(
             &(segment, chunk),
             || -> Result<Arc<Vec<Vec<u8>>>> {
+                // Counted here, where a chunk is really decoded: quick_cache's own `stats`
+                // count a miss twice in `get_or_insert_with` (the probe and the guard).
+                self.rowkey_counts.misses.fetch_add(1, Ordering::Relaxed);
                 let dictionary = column.dictionary();
                 let start = chunk * ROWKEY_CHUNK;
                 let end = (start + ROWKEY_CHUNK).min(dictionary.num_terms() as u64);

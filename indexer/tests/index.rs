@@ -561,7 +561,16 @@ fn exact_lookups_resolve_rowkeys_through_the_bounded_cache() {
                 );
             }
         }
-        let (weight, entries) = searcher.rowkey_cache_usage();
+        let stats = searcher.rowkey_cache_stats();
+        let (weight, entries) = (stats.bytes, stats.entries);
+        // Every lookup resolved its one rowkey through the cache: 2 passes of `rows` lookups.
+        assert_eq!(stats.hits + stats.misses, 2 * rows as u64);
+        if budget != 4096 {
+            // Room for everything: the second pass only hits, and the first missed once per
+            // chunk (1500 rows in 3 segments: ceil(501/64) + ceil(500/64) + ceil(499/64)).
+            assert!(stats.hits >= rows as u64, "{stats:?}");
+            assert_eq!(stats.misses, entries as u64, "{stats:?}");
+        }
         assert!(
             weight <= budget,
             "cache holds {weight} bytes over its {budget}-byte budget"

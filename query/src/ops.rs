@@ -525,6 +525,7 @@ pub fn sample(state: &AppState) {
     let Some(handle) = &state.metrics else {
         return;
     };
+    crate::telemetry::export_index_metrics(state);
     // Drains histogram samples into their buckets (there is no exporter task doing it).
     handle.run_upkeep();
     let samples = parse_exposition(&handle.render());

@@ -20,7 +20,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::{ApiError, SharedState};
+use crate::{ApiError, AppState, SharedState};
 
 /// What kind of Prometheus metric an entry of [`CATALOGUE`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +225,31 @@ pub const CATALOGUE: &[MetricDoc] = &[
          error).",
     ),
     doc(
+        "hbidx_rowkey_cache_bytes",
+        Gauge,
+        "table",
+        "Weight of the decoded rowkeys a table's searcher caches (bounded by its budget).",
+    ),
+    doc(
+        "hbidx_rowkey_cache_entries",
+        Gauge,
+        "table",
+        "Cached chunks of 64 decoded rowkeys.",
+    ),
+    doc(
+        "hbidx_rowkey_cache_hits_total",
+        Counter,
+        "table",
+        "Rowkeys of lookup results found already decoded in the cache.",
+    ),
+    doc(
+        "hbidx_rowkey_cache_misses_total",
+        Counter,
+        "table",
+        "Rowkeys of lookup results whose chunk had to be decoded from the index (a hit ratio \
+         that stays low means the cache budget is below the working set).",
+    ),
+    doc(
         "hbidx_store_breaker_state",
         Gauge,
         "store",
@@ -375,6 +400,20 @@ pub async fn track_http(
     response
 }
 
+/// Copies what the indexes count themselves (today: each table's rowkey cache) into the
+/// recorder. It is read, not recorded per lookup, so it is refreshed where the metrics are
+/// read: at every `/metrics` scrape and every dashboard sample.
+pub fn export_index_metrics(state: &AppState) {
+    for (name, table) in &state.tables {
+        let cache = table.searcher.rowkey_cache_stats();
+        let label = [("table", name.clone())];
+        metrics::gauge!("hbidx_rowkey_cache_bytes", &label).set(cache.bytes as f64);
+        metrics::gauge!("hbidx_rowkey_cache_entries", &label).set(cache.entries as f64);
+        metrics::counter!("hbidx_rowkey_cache_hits_total", &label).absolute(cache.hits);
+        metrics::counter!("hbidx_rowkey_cache_misses_total", &label).absolute(cache.misses);
+    }
+}
+
 /// `GET /metrics`: the Prometheus text exposition of everything recorded in this process.
 pub async fn metrics_text(State(state): State<SharedState>) -> Result<Response, ApiError> {
     let handle = state.metrics.as_ref().ok_or_else(|| ApiError::NotFound {
@@ -382,6 +421,7 @@ pub async fn metrics_text(State(state): State<SharedState>) -> Result<Response, 
     })?;
     // Rendering formats a few hundred series from in-memory atomics: microseconds, so it runs
     // inline like a lookup.
+    export_index_metrics(&state);
     Ok((
         [(
             header::CONTENT_TYPE,

@@ -99,6 +99,10 @@ async fn requests_and_lookups_are_counted_without_values() {
         "hbidx_lookups_total{table=\"user\",kind=\"phone\",match=\"suffix\"} 1".to_string(),
         "hbidx_lookup_hits_bucket{table=\"user\",le=\"1\"} 2".to_string(),
         "hbidx_store_call_duration_seconds_count{store=\"embedded\",op=\"get_rows\"} 2".to_string(),
+        // Both lookups found the same row: its rowkey chunk was decoded once, then cached.
+        "hbidx_rowkey_cache_misses_total{table=\"user\"} 1".to_string(),
+        "hbidx_rowkey_cache_hits_total{table=\"user\"} 1".to_string(),
+        "hbidx_rowkey_cache_entries{table=\"user\"} 1".to_string(),
     ] {
         assert!(text.contains(&expected), "missing {expected} in\n{text}");
     }
