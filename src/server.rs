@@ -121,11 +121,12 @@ fn open_or_rebuild_index(
     index_dir: &Path,
     table: &Arc<TableConfig>,
     embedded: Option<&EmbeddedStore>,
+    options: &WriterOptions,
 ) -> Result<(
     hbidx_indexer::TableIndexWriter,
     hbidx_indexer::TableSearcher,
 )> {
-    match hbidx_indexer::open_table_index(index_dir, table.clone(), &WriterOptions::default()) {
+    match hbidx_indexer::open_table_index(index_dir, table.clone(), options) {
         Err(hbidx_indexer::IndexerError::SchemaMismatch { .. }) => {}
         opened => return Ok(opened?),
     }
@@ -142,7 +143,7 @@ fn open_or_rebuild_index(
     Ok(hbidx_indexer::open_table_index(
         index_dir,
         table.clone(),
-        &WriterOptions::default(),
+        options,
     )?)
 }
 
@@ -248,14 +249,20 @@ pub fn open_with_rows(
         kafka,
         policy: policy.clone(),
     });
+    let writer_options = WriterOptions {
+        rowkey_cache_bytes: crate::server_config::ServerConfig::from_config(config)?
+            .rowkey_cache_bytes,
+        ..WriterOptions::default()
+    };
     let mut indexers = HashMap::new();
     let mut tables = Vec::new();
     for table in &config.tables {
         let table = Arc::new(table.clone());
         let index_dir = wiring.index_dir(&table.name);
         recover_index_dir(&index_dir)?;
-        let (writer, searcher) = open_or_rebuild_index(&index_dir, &table, embedded.as_deref())
-            .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
+        let (writer, searcher) =
+            open_or_rebuild_index(&index_dir, &table, embedded.as_deref(), &writer_options)
+                .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
         let source = wiring.live_source(&table)?;
         // Write-through publishes to the topic only when Kafka is the log of an embedded
         // table. With HBase, HBase is the log: writes go to it, and replication brings them to
@@ -501,7 +508,7 @@ mod tests {
         };
         let before = listing(&index_dir);
 
-        let err = match open_or_rebuild_index(&index_dir, &table, None) {
+        let err = match open_or_rebuild_index(&index_dir, &table, None, &WriterOptions::default()) {
             Ok(_) => panic!("an index of another schema was opened"),
             Err(err) => format!("{err:#}"),
         };

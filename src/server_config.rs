@@ -9,6 +9,7 @@
 //! thrift_workers = 64                # connections served at once (one thread each)
 //! thrift_transport = "buffered"      # or "framed"
 //! thrift_protocol = "binary"         # or "compact"
+//! rowkey_cache_mb = 64               # per table: decoded index rowkeys kept in RAM
 //! ```
 
 use std::net::SocketAddr;
@@ -30,6 +31,7 @@ struct RawServer {
     thrift_workers: Option<i64>,
     thrift_transport: Option<String>,
     thrift_protocol: Option<String>,
+    rowkey_cache_mb: Option<i64>,
 }
 
 /// `[server]`, validated.
@@ -45,6 +47,10 @@ pub struct ServerConfig {
     pub thrift_workers: usize,
     pub thrift_transport: ThriftTransport,
     pub thrift_protocol: ThriftProtocol,
+    /// Budget of each table searcher's rowkey cache (`WriterOptions::rowkey_cache_bytes`).
+    /// Its hit ratio is on `/metrics` (`hbidx_rowkey_cache_*`): when misses keep pace with
+    /// hits, the working set is bigger than the budget.
+    pub rowkey_cache_bytes: u64,
 }
 
 fn address(key: &str, text: &str) -> Result<SocketAddr> {
@@ -94,9 +100,15 @@ impl ServerConfig {
                 .parse()
                 .map_err(|error: String| anyhow::anyhow!("server.thrift_protocol: {error}"))?,
         };
+        let rowkey_cache_bytes = match raw.rowkey_cache_mb {
+            None => hbidx_indexer::index::DEFAULT_ROWKEY_CACHE_BYTES,
+            Some(mb @ 1..=65536) => (mb as u64) << 20,
+            Some(mb) => bail!("server.rowkey_cache_mb: {mb} is not within 1..=65536"),
+        };
         Ok(Self {
             listen,
             workers,
+            rowkey_cache_bytes,
             thrift_listen,
             thrift_workers,
             thrift_transport,
@@ -179,5 +191,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("thrift_lisen"), "{error}");
+    }
+
+    /// `[server] rowkey_cache_mb` is checked, and it is the budget the served tables' searchers
+    /// get (through `server::open`).
+    #[test]
+    fn rowkey_cache_budget_reaches_the_searchers() {
+        assert_eq!(
+            parse("").unwrap().rowkey_cache_bytes,
+            hbidx_indexer::index::DEFAULT_ROWKEY_CACHE_BYTES
+        );
+        for bad in ["rowkey_cache_mb = 0", "rowkey_cache_mb = 100000"] {
+            let error = parse(bad).unwrap_err().to_string();
+            assert!(error.contains("server.rowkey_cache_mb"), "{error}");
+        }
+        let text = format!(
+            "{}
+[server]
+rowkey_cache_mb = 3
+",
+            crate::EXAMPLE_CONFIG
+        );
+        let config = hbidx_schema::parse_config(&text).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = crate::server::open(
+            &config,
+            dir.path(),
+            &Default::default(),
+            hbidx_query::auth::Auth::default(),
+        )
+        .unwrap();
+        for table in runtime.state.tables.values() {
+            assert_eq!(table.searcher.rowkey_cache_stats().budget, 3 << 20);
+        }
     }
 }

@@ -598,8 +598,10 @@ pub struct IndexStats {
 /// What [`TableSearcher::rowkey_cache_stats`] reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowkeyCacheStats {
-    /// Weight of the cached chunks, bounded by `WriterOptions::rowkey_cache_bytes`.
+    /// Weight of the cached chunks…
     pub bytes: u64,
+    /// …bounded by this (`WriterOptions::rowkey_cache_bytes`).
+    pub budget: u64,
     /// Cached chunks of [`ROWKEY_CHUNK`] rowkeys.
     pub entries: usize,
     pub hits: u64,
@@ -848,6 +850,7 @@ impl TableSearcher {
     pub fn rowkey_cache_stats(&self) -> RowkeyCacheStats {
         RowkeyCacheStats {
             bytes: self.rowkey_cache.weight(),
+            budget: self.rowkey_cache.capacity(),
             entries: self.rowkey_cache.len(),
             // Read in this order, a concurrent miss can't make `hits` negative.
             misses: self.rowkey_counts.misses.load(Ordering::Relaxed),
