@@ -844,21 +844,20 @@ impl TableSearcher {
         Ok(LookupPage { rowkeys, has_more })
     }
 
-    /// Bytes (by the cache's own weighing) and entries held by the rowkey cache.
-    /// Size and hit counts of the rowkey cache, for `/metrics` (hits and misses since the
-    /// process opened the table; a reindex swap keeps the cache, see [`TableSearcher::adopt`]).
+    /// Size (by the cache's own weighing) and hit counts of the rowkey cache, for `/metrics`:
+    /// hits and misses since the process opened the table (a reindex swap keeps the cache,
+    /// see [`TableSearcher::adopt`]).
     pub fn rowkey_cache_stats(&self) -> RowkeyCacheStats {
+        // Misses first: a read is counted before its miss, so `reads` read after `misses` is
+        // never below it.
+        let misses = self.rowkey_counts.misses.load(Ordering::Relaxed);
+        let reads = self.rowkey_counts.reads.load(Ordering::Relaxed);
         RowkeyCacheStats {
             bytes: self.rowkey_cache.weight(),
             budget: self.rowkey_cache.capacity(),
             entries: self.rowkey_cache.len(),
-            // Read in this order, a concurrent miss can't make `hits` negative.
-            misses: self.rowkey_counts.misses.load(Ordering::Relaxed),
-            hits: self
-                .rowkey_counts
-                .reads
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.rowkey_counts.misses.load(Ordering::Relaxed)),
+            hits: reads.saturating_sub(misses),
+            misses,
         }
     }
 
