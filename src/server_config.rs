@@ -205,13 +205,7 @@ mod tests {
             let error = parse(bad).unwrap_err().to_string();
             assert!(error.contains("server.rowkey_cache_mb"), "{error}");
         }
-        let text = format!(
-            "{}
-[server]
-rowkey_cache_mb = 3
-",
-            crate::EXAMPLE_CONFIG
-        );
+        let text = format!("{}\n[server]\nrowkey_cache_mb = 3\n", crate::EXAMPLE_CONFIG);
         let config = hbidx_schema::parse_config(&text).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let runtime = crate::server::open(
