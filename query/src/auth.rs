@@ -30,10 +30,8 @@ use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, Method, header};
-use axum::middleware::Next;
-use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use governor::clock::{Clock, DefaultClock};
@@ -42,7 +40,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::{ApiError, SharedState};
+use crate::{ApiError, AppState};
 
 /// What a key may do. Routes need one scope each (or none, see [`Access`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -379,7 +377,7 @@ pub fn generate_key() -> String {
 // ---------------------------------------------------------------------------------------------
 // Runtime: who is calling, may they, and are they over their limit.
 
-/// The authenticated caller, put into the request's extensions by [`require_key`] for handlers
+/// The authenticated caller, put into the request's extensions by [`authorize`] for handlers
 /// that log it (the audit line).
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -506,19 +504,15 @@ impl Auth {
 
 /// The middleware on every route (`Router::layer`, so `MatchedPath` is known): refuses the
 /// request with 401/403/429 or passes it on with the [`Caller`] in its extensions.
-pub async fn require_key(
-    State(state): State<SharedState>,
-    mut request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|path| path.as_str().to_owned());
-    let caller = match state
-        .auth
-        .check(request.headers(), request.method(), route.as_deref())
-    {
+/// Checks the request's key against `route` (its pattern) and puts the caller into its
+/// extensions for the handlers. A refusal is audited here and returned for the caller of this to
+/// answer; it runs in [`crate::front`], the one middleware in front of every route.
+pub fn authorize(
+    state: &AppState,
+    request: &mut Request,
+    route: Option<&str>,
+) -> Result<(), ApiError> {
+    let caller = match state.auth.check(request.headers(), request.method(), route) {
         Ok(caller) => caller,
         Err(refusal) => {
             // Refusals are audited too (repeated 401s are how a guessed key shows). The route
@@ -533,7 +527,7 @@ pub async fn require_key(
                 target: "audit",
                 key,
                 method = %request.method(),
-                route = route.as_deref().unwrap_or("-"),
+                route = route.unwrap_or("-"),
                 status = refusal.status().as_u16(),
                 "refused"
             );
@@ -543,7 +537,7 @@ pub async fn require_key(
     if let Some(caller) = caller {
         request.extensions_mut().insert(caller);
     }
-    Ok(next.run(request).await)
+    Ok(())
 }
 
 #[cfg(test)]

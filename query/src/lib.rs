@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::handler::Handler;
 use axum::middleware;
 use axum::routing::{get, post};
 use hbidx_indexer::{Checkpoint, IndexerStats, TableSearcher};
@@ -155,7 +156,10 @@ impl AppState {
 pub type SharedState = Arc<AppState>;
 
 pub fn app(state: SharedState) -> Router {
-    let body_limit = state.limits.max_body_bytes;
+    // Only on the routes that read a body: a layer over the whole router would cost every
+    // request (lookups included) a boxed service and future. A new route that reads a body
+    // must get it too, or it falls back to axum's 2 MB default.
+    let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
     // Counters that may stay at 0 for a long time are exported at 0 from the start, so
     // `rate()` works and dashboards show "none" rather than "no data".
     for table in state.tables.keys() {
@@ -173,35 +177,61 @@ pub fn app(state: SharedState) -> Router {
         .route("/v1/tables/{table}/rows", get(lookup::get_rows))
         .route(
             "/v1/tables/{table}/rows:batch-lookup",
-            post(lookup::batch_lookup),
+            post(lookup::batch_lookup).layer(body_limit),
         )
         .route(
             "/v1/tables/{table}/rows/{key}",
             get(write::get_row)
-                .put(write::put_row)
+                .put(write::put_row.layer(body_limit))
                 .delete(write::delete_row),
         )
         .route("/v1/tables/{table}/rowkey", get(write::rowkey))
-        .route("/v1/tables/{table}/reindex", post(jobs::start_reindex))
-        .route("/v1/tables/{table}/verify", post(verify::start_verify))
+        .route(
+            "/v1/tables/{table}/reindex",
+            post(jobs::start_reindex).layer(body_limit),
+        )
+        .route(
+            "/v1/tables/{table}/verify",
+            post(verify::start_verify).layer(body_limit),
+        )
         .route("/v1/jobs/{id}", get(jobs::get_job))
         .route("/v1/indexer/status", get(indexer_status))
         .route("/v1/ops/summary", get(ops::summary))
         .route("/metrics", get(telemetry::metrics_text))
         .route("/dashboard", get(ops::dashboard))
-        .layer(DefaultBodyLimit::max(body_limit))
-        // Wraps every route above (and sees its MatchedPath); only the metrics layer runs first.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_key,
-        ))
-        // Outermost, so refused requests (401, 403, 429) are counted and timed too; per route,
-        // so requests are labelled by their route template (`MatchedPath`).
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            telemetry::track_http,
-        ))
+        // Every route and the fallback (so an unknown path still needs a key); it sees the
+        // route's `MatchedPath`, since `Router::layer` wraps each route after matching.
+        .layer(middleware::from_fn_with_state(state.clone(), front))
         .with_state(state)
+}
+
+/// The one middleware in front of every request: the key check, then the handler, with the
+/// request counted and timed around both, so refused requests (401, 403, 429) are counted too.
+/// Requests are labelled by their route pattern, never the raw path, which can hold a
+/// looked-up value. One layer rather than one per concern: each `from_fn` layer costs a boxed
+/// service clone and a boxed future per request, measurable on a lookup of a few µs.
+async fn front(
+    axum::extract::State(state): axum::extract::State<SharedState>,
+    mut request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let started = std::time::Instant::now();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .cloned();
+    let method = request.method().clone();
+    let response = match auth::authorize(
+        &state,
+        &mut request,
+        route.as_ref().map(axum::extract::MatchedPath::as_str),
+    ) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
+    };
+    telemetry::record_http(&state, route.as_ref(), &method, response.status(), started);
+    response
 }
 
 async fn health() -> &'static str {

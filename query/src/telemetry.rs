@@ -14,9 +14,8 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, State};
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -367,21 +366,19 @@ pub struct MetricHandles {
     pub(crate) hits: HandleCache<String, metrics::Histogram>,
 }
 
-/// Times every routed request. Installed with `route_layer`, so it runs after routing and
-/// the `MatchedPath` (the route template) is known.
-pub async fn track_http(
-    State(state): State<SharedState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let started = Instant::now();
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let method = request.method().clone();
-    let response = next.run(request).await;
-    let route = route.as_ref().map_or("unmatched", |path| path.as_str());
-    let status = status_class(response.status());
+/// Counts and times one HTTP request by its route pattern (`unmatched` for a path no route
+/// has), method and status class. Called by [`crate::front`] once the response is built.
+pub fn record_http(
+    state: &AppState,
+    route: Option<&MatchedPath>,
+    method: &Method,
+    status: StatusCode,
+    started: Instant,
+) {
+    let route = route.map_or("unmatched", |path| path.as_str());
+    let status = status_class(status);
     let (requests, duration) = state.metric_handles.http.get(
-        |(r, m, s)| r == route && *m == method && *s == status,
+        |(r, m, s)| r == route && m == method && *s == status,
         || {
             let labels = [
                 ("route", route.to_string()),
@@ -397,7 +394,6 @@ pub async fn track_http(
     );
     requests.increment(1);
     duration.record(started.elapsed().as_secs_f64());
-    response
 }
 
 /// Copies what the indexes count themselves (today: each table's rowkey cache) into the

@@ -1,6 +1,7 @@
-//! `/metrics`, `/v1/ops/summary` and `/dashboard` in process (issue 6): requests and lookups are
-//! counted under bounded labels, looked-up values never reach the metrics, and the router
-//! still works when no recorder is installed.
+//! The router in process. `/metrics`, `/v1/ops/summary` and `/dashboard` (issue 6): requests
+//! and lookups are counted under bounded labels, looked-up values never reach the metrics, and
+//! the router still works when no recorder is installed. And what runs in front of the handlers:
+//! refusals and unknown paths are counted, and body routes keep the configured body limit.
 
 use std::sync::Arc;
 
@@ -56,16 +57,18 @@ async fn state(dir: &std::path::Path) -> AppState {
 }
 
 async fn call(router: &axum::Router, uri: &str) -> (StatusCode, String) {
-    let response = router
-        .clone()
-        .oneshot(
-            Request::get(uri)
-                .header("authorization", format!("Bearer {KEY}"))
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    send(
+        router,
+        Request::get(uri)
+            .header("authorization", format!("Bearer {KEY}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+}
+
+async fn send(router: &axum::Router, request: Request<Body>) -> (StatusCode, String) {
+    let response = router.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8_lossy(&bytes).into_owned())
@@ -153,5 +156,73 @@ async fn the_dashboard_is_one_self_contained_page() {
         "@import",
     ] {
         assert!(!page.contains(external), "{external}");
+    }
+}
+
+#[tokio::test]
+async fn refusals_and_unknown_paths_are_counted_by_route_pattern() {
+    let recorder = telemetry::prometheus_builder().unwrap().build_recorder();
+    let handle = recorder.handle();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let dir = tempfile::tempdir().unwrap();
+    let router = app(Arc::new(state(dir.path()).await.with_metrics(handle)));
+    let keyless = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+
+    let lookup = format!("/v1/tables/user/rows?phone={PHONE}");
+    assert_eq!(
+        send(&router, keyless(&lookup)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // An unknown path still needs a key, so a keyless caller learns nothing about routes.
+    assert_eq!(
+        send(&router, keyless("/v1/nothing/here")).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        call(&router, "/v1/nothing/here").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    let (_, text) = call(&router, "/metrics").await;
+    for expected in [
+        "hbidx_http_requests_total{route=\"/v1/tables/{table}/rows\",method=\"GET\",status=\"4xx\"} 1",
+        "hbidx_http_requests_total{route=\"unmatched\",method=\"GET\",status=\"4xx\"} 2",
+    ] {
+        assert!(text.contains(expected), "missing {expected} in\n{text}");
+    }
+    // The raw path of an unmatched request is not a label either.
+    assert!(!text.contains("nothing/here"), "{text}");
+}
+
+/// Every route that reads a body refuses one over `max_body_bytes` (1 MiB by default) with a
+/// 413, below axum's own 2 MB default: the limit is set per body route, so a route left out
+/// would let this through to its JSON parser.
+#[tokio::test]
+async fn body_routes_refuse_a_body_over_the_configured_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = state(dir.path()).await;
+    assert_eq!(state.limits.max_body_bytes, 1 << 20);
+    let router = app(Arc::new(state));
+    let body = format!("{{\"pad\": \"{}\"}}", "x".repeat(1_500_000));
+    for (method, uri) in [
+        ("POST", "/v1/tables/user/rows:batch-lookup"),
+        ("PUT", "/v1/tables/user/rows/u2"),
+        ("POST", "/v1/tables/user/reindex"),
+        ("POST", "/v1/tables/user/verify"),
+    ] {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("authorization", format!("Bearer {KEY}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.clone()))
+            .unwrap();
+        let (status, text) = send(&router, request).await;
+        assert_eq!(
+            status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{method} {uri}: {text}"
+        );
+        assert!(text.contains("payload_too_large"), "{method} {uri}: {text}");
     }
 }
