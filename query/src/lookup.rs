@@ -40,8 +40,17 @@ fn cells_as_text<S: serde::Serializer>(
     serializer.collect_map(
         cells
             .iter()
-            .map(|(column, cell)| (column, String::from_utf8_lossy(&cell.value))),
+            .map(|(column, cell)| (column, text(&cell.value))),
     )
+}
+
+/// A cell value as text, invalid UTF-8 replaced. `str::from_utf8` first: it validates a word at
+/// a time where `from_utf8_lossy` goes byte by byte, and values are almost always valid.
+fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(value) {
+        Ok(text) => text.into(),
+        Err(_) => String::from_utf8_lossy(value),
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -291,7 +300,7 @@ fn row_matches(table: &TableConfig, row: &Row, conditions: &[Condition]) -> bool
         };
         row.cells
             .get(&field.column)
-            .is_some_and(|cell| condition.matches(&String::from_utf8_lossy(&cell.value)))
+            .is_some_and(|cell| condition.matches(&text(&cell.value)))
     })
 }
 
