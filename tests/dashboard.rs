@@ -314,6 +314,9 @@ fn check_grafana(scraped: &[Sample]) {
         "hbidx_store_call_duration_seconds_bucket",
         "hbidx_store_errors_total",
         "hbidx_store_breaker_state",
+        "hbidx_rowkey_cache_hits_total",
+        "hbidx_rowkey_cache_misses_total",
+        "hbidx_rowkey_cache_bytes",
     ] {
         assert!(used.contains(needed), "no Grafana panel uses {needed}");
     }
