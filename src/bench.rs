@@ -41,8 +41,8 @@ pub struct BenchArgs {
     /// Concurrent HTTP connections for the lookup load.
     #[arg(long, default_value_t = 64)]
     connections: u32,
-    /// Async worker threads of the benchmarked server (default: `[server] workers`, else one
-    /// per CPU).
+    /// HTTP threads of the benchmarked server (default: `[server] workers`, else one per
+    /// CPU).
     #[arg(long)]
     pub server_workers: Option<usize>,
     /// wrk threads.
@@ -96,7 +96,9 @@ fn rss_kib(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
+/// `http_threads`: the benchmarked server's HTTP threads (`--server-workers`, else
+/// `[server] workers`, else one per CPU).
+pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result<()> {
     let temp;
     let data_dir = match &args.data_dir {
         Some(dir) => dir.clone(),
@@ -303,10 +305,8 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     // buckets every 2 s. Without it every lookup's samples pile up for the whole run (three
     // histograms a request): the bench's RSS was 348 MB instead of 236 MB.
     let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
-    let listener = server::bind("127.0.0.1:0".parse()?).await?;
-    let addr = listener.local_addr()?;
-    let app = hbidx_query::app(runtime.state.clone());
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = BenchServer::start(runtime.state.clone(), http_threads).await?;
+    let addr = server.addr;
     if args.lookup_seconds > 0 {
         let script = data_dir.join("phones.lua");
         write_wrk_script(
@@ -315,19 +315,40 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
             &api_key,
             people.iter().take(50_000).map(|p| p.phone.as_str()),
         )?;
-        let workers = tokio::runtime::Handle::current().metrics().num_workers();
-        report.push(
-            run_wrk(
-                "lookup by phone over HTTP (wrk)",
-                format!("http://{addr}"),
-                &script,
-                &args,
-                workers,
-            )
-            .await?,
-        );
-        if workers > 1 {
-            report.push(one_worker_lookups(&runtime.state, &script, &args).await?);
+        for class in [Scheduling::Normal, Scheduling::Batch] {
+            report.push(
+                run_wrk(
+                    class.label(false),
+                    format!("http://{addr}"),
+                    &script,
+                    &args,
+                    http_threads,
+                    class,
+                )
+                .await?,
+            );
+        }
+        if http_threads > 1 {
+            // The same lookups against a second server over the same state with one HTTP
+            // thread: on a 2-core machine wrk then keeps the other core and no thread
+            // time-slices with another, so the latency tail is the server's own; with a thread
+            // per core, wrk's threads and the server's share both cores and wrk's own
+            // scheduling delays show up in its p99.
+            let one = BenchServer::start(runtime.state.clone(), 1).await?;
+            for class in [Scheduling::Normal, Scheduling::Batch] {
+                report.push(
+                    run_wrk(
+                        class.label(true),
+                        format!("http://{}", one.addr),
+                        &script,
+                        &args,
+                        1,
+                        class,
+                    )
+                    .await?,
+                );
+            }
+            one.stop().await?;
         }
     }
 
@@ -336,7 +357,7 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     let client = api_client(&api_key)?;
     batch_lookups(&client, &base, &table.name, &people, &mut report).await?;
     scan_reindex(&client, &base, &table.name, &mut report).await?;
-    server.abort();
+    server.stop().await?;
 
     // Phase 7: the same lookups with the rows read over HBase Thrift1: the gateway serves this
     // store, and a second service reads it through HbaseStore (index → rowkeys →
@@ -354,10 +375,8 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
         hbidx_query::AppState::new(std::sync::Arc::new(hbase), tables)
             .with_auth(hbidx_query::auth::Auth::new(&security)),
     );
-    let listener = server::bind("127.0.0.1:0".parse()?).await?;
-    let thrift_addr = listener.local_addr()?;
-    let app = hbidx_query::app(thrift_state);
-    let thrift_server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let thrift_server = BenchServer::start(thrift_state, http_threads).await?;
+    let thrift_addr = thrift_server.addr;
     if args.lookup_seconds > 0 {
         report.push(
             run_wrk(
@@ -365,7 +384,8 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
                 format!("http://{thrift_addr}"),
                 &data_dir.join("phones.lua"),
                 &args,
-                tokio::runtime::Handle::current().metrics().num_workers(),
+                http_threads,
+                Scheduling::Normal,
             )
             .await?,
         );
@@ -382,7 +402,7 @@ pub async fn run(config: Config, args: BenchArgs) -> Result<()> {
     for Row(_, value) in thrift_rows {
         report.push(Row("batch lookup, 1000 phones, rows over Thrift1", value));
     }
-    thrift_server.abort();
+    thrift_server.stop().await?;
     sampler.abort();
 
     report.push(Row(
@@ -419,50 +439,60 @@ async fn finish(
     Ok(())
 }
 
-/// The same wrk lookups against a second server over the same state on a one-worker runtime
-/// (`[server] workers = 1`). On a 2-core machine wrk then keeps the other core and no thread
-/// time-slices with another, so the latency tail is the server's own; with a worker per core,
-/// wrk's threads and the server's share both cores and wrk's own scheduling delays show up in
-/// its p99.
-async fn one_worker_lookups(
-    state: &hbidx_query::SharedState,
-    script: &std::path::Path,
-    args: &BenchArgs,
-) -> Result<Row> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    let state = state.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || -> Result<()> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()?;
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(listener, hbidx_query::app(state))
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await?;
-            anyhow::Ok(())
-        })
-    });
-    let row = run_wrk(
-        "lookup by phone over HTTP, 1 server worker (wrk)",
-        format!("http://{addr}"),
-        script,
-        args,
-        1,
-    )
-    .await;
-    let _ = stop.send(());
-    match server.join() {
-        Ok(result) => result?,
-        Err(_) => anyhow::bail!("the one-worker server thread panicked"),
+/// The REST service over `state` on an ephemeral port, served as `serve` serves it.
+struct BenchServer {
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl BenchServer {
+    async fn start(state: hbidx_query::SharedState, http_threads: usize) -> Result<Self> {
+        let listener = server::bind("127.0.0.1:0".parse()?).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(crate::http::serve(
+            listener,
+            hbidx_query::app(state),
+            http_threads,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(Self { addr, stop, task })
     }
-    row
+
+    async fn stop(self) -> Result<()> {
+        let _ = self.stop.send(());
+        self.task.await?
+    }
+}
+
+/// How the load generator is scheduled. On a 2-core box it shares the cores with the server,
+/// and a normally scheduled client preempts the server whenever a response wakes it: hbidx's
+/// few event-loop threads then pay a context switch every couple of requests, while a server
+/// with a process per connection (PostgreSQL) barely notices. A remote client, the real case,
+/// takes nothing from the server's cores. `SCHED_BATCH` (chrt --batch 0; no privileges needed)
+/// keeps the client from preempting on wakeup, so it runs when the server waits or at the
+/// tick: the closest a co-located client gets to a remote one. scripts/bench.sh runs pgbench
+/// both ways too and reports both ratios.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheduling {
+    Normal,
+    Batch,
+}
+
+impl Scheduling {
+    /// The report row of wrk lookups under this scheduling, against the server with its
+    /// configured HTTP threads or with one.
+    fn label(self, one_thread: bool) -> &'static str {
+        match (one_thread, self) {
+            (false, Self::Normal) => "lookup by phone over HTTP (wrk)",
+            (false, Self::Batch) => "lookup by phone over HTTP (wrk, SCHED_BATCH)",
+            (true, Self::Normal) => "lookup by phone over HTTP, 1 server thread (wrk)",
+            (true, Self::Batch) => "lookup by phone over HTTP, 1 server thread (wrk, SCHED_BATCH)",
+        }
+    }
 }
 
 /// Runs wrk with the lookup script against `url` (a server with `workers` async worker
@@ -473,12 +503,21 @@ async fn run_wrk(
     script: &std::path::Path,
     args: &BenchArgs,
     workers: usize,
+    scheduling: Scheduling,
 ) -> Result<Row> {
     let (wrk_threads, connections, seconds) =
         (args.wrk_threads, args.connections, args.lookup_seconds);
     let script = script.display().to_string();
     let output = tokio::task::spawn_blocking(move || {
-        Command::new("wrk")
+        let mut command = match scheduling {
+            Scheduling::Normal => Command::new("wrk"),
+            Scheduling::Batch => {
+                let mut chrt = Command::new("chrt");
+                chrt.args(["--batch", "0", "wrk"]);
+                chrt
+            }
+        };
+        command
             .args([
                 format!("-t{wrk_threads}"),
                 format!("-c{connections}"),
@@ -508,7 +547,9 @@ async fn run_wrk(
         ),
         Err(err) => Row(
             label,
-            format!("not measured: cannot run wrk ({err}); apt-get install wrk"),
+            format!(
+                "not measured: cannot run wrk ({err}); apt-get install wrk (chrt is util-linux)"
+            ),
         ),
     })
 }
@@ -666,8 +707,8 @@ fn summarize_wrk(text: &str, threads: u32, connections: u32, workers: usize) -> 
             _ => {}
         }
     }
-    // The server's worker threads matter as much as wrk's on a small machine: say how many.
+    // The server's threads matter as much as wrk's on a small machine: say how many.
     format!(
-        "{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}; {workers} server workers){errors}"
+        "{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}; {workers} server HTTP threads){errors}"
     )
 }

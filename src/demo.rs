@@ -89,15 +89,26 @@ pub fn demo_table(config: &Config) -> Result<&TableConfig> {
     }
 }
 
+/// Where and how the demo serves: `[server]` with the command line's overrides applied.
+pub struct Serving {
+    pub listen: SocketAddr,
+    pub gateway: Option<hbidx_store::gateway::GatewayOptions>,
+    pub http_threads: usize,
+}
+
 pub async fn run(
     config: Config,
-    listen: SocketAddr,
+    serving: Serving,
     data_dir: PathBuf,
     rows: usize,
     no_serve: bool,
     api_key: Option<String>,
-    gateway: Option<hbidx_store::gateway::GatewayOptions>,
 ) -> Result<()> {
+    let Serving {
+        listen,
+        gateway,
+        http_threads,
+    } = serving;
     // The demo always has a key to show in its examples: the one given, else a fresh one that
     // is printed (only the demo does this; `serve` never invents credentials).
     let (api_key, generated) = match api_key {
@@ -163,12 +174,13 @@ pub async fn run(
     };
     let listener = server::bind(listen).await?;
     let bound = listener.local_addr()?;
+    let http = runtime.start_http(listener, http_threads).await?;
     print_examples(bound, &table, &example, shown_key);
     if let Some(thrift) = thrift {
         print_thrift_example(thrift, &table);
     }
     eprintln!("listening on http://{bound} (Ctrl-C to stop)");
-    runtime.serve(listener).await
+    runtime.serve(http).await
 }
 
 fn load(

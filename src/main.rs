@@ -7,6 +7,7 @@
 mod bench;
 mod bench_kafka;
 mod demo;
+mod http;
 mod keys;
 mod logging;
 mod people;
@@ -316,18 +317,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let config = tools::parse(&config_text)?;
             let auth = keys::serve_auth(&config, api_key.as_deref())?;
             let settings = server_config::ServerConfig::from_config(&config)?;
-            tokio_runtime_with(settings.workers)?.block_on(async move {
+            let http_threads = settings.http_threads();
+            tokio_runtime()?.block_on(async move {
                 let runtime = server::open(&config, &data_dir, &Default::default(), auth)?;
                 if let Some(gateway) = settings.gateway(thrift_listen) {
                     server::start_gateway(&runtime, &config, gateway)?;
                 }
                 let listener = server::bind(settings.listen(listen)).await?;
                 let bound = listener.local_addr()?;
-                let workers = tokio::runtime::Handle::current().metrics().num_workers();
-                tracing::info!(listen = %bound, data_dir = %data_dir.display(), workers, "serving");
+                let http = runtime.start_http(listener, http_threads).await?;
+                tracing::info!(listen = %bound, data_dir = %data_dir.display(), http_threads, "serving");
                 // Tests and scripts read this line to find an ephemeral port.
                 eprintln!("listening on http://{bound}");
-                runtime.serve(listener).await
+                runtime.serve(http).await
             })
         }
         Command::Demo {
@@ -340,17 +342,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let config = tools::parse(&config_text)?;
             let settings = server_config::ServerConfig::from_config(&config)?;
-            let listen = settings.listen(listen);
-            let gateway = settings.gateway(thrift_listen);
-            tokio_runtime_with(settings.workers)?.block_on(demo::run(
-                config, listen, data_dir, rows, no_serve, api_key, gateway,
+            let serving = demo::Serving {
+                listen: settings.listen(listen),
+                gateway: settings.gateway(thrift_listen),
+                http_threads: settings.http_threads(),
+            };
+            tokio_runtime()?.block_on(demo::run(
+                config, serving, data_dir, rows, no_serve, api_key,
             ))
         }
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;
             let settings = server_config::ServerConfig::from_config(&config)?;
-            let workers = args.server_workers.or(settings.workers);
-            tokio_runtime_with(workers)?.block_on(bench::run(config, args))
+            let http_threads = args.server_workers.unwrap_or(settings.http_threads());
+            tokio_runtime()?.block_on(bench::run(config, args, http_threads))
         }
         Command::Reindex {
             table,
@@ -439,17 +444,11 @@ fn with_server<T>(
     result
 }
 
-/// The async runtime; `workers` is `[server] workers` where the command serves (`None`: one
-/// worker per CPU, tokio's default).
-fn tokio_runtime_with(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    if let Some(workers) = workers {
-        builder.worker_threads(workers);
-    }
-    Ok(builder.build()?)
-}
-
+/// The process's async runtime: start-up, the control plane (indexer waits, jobs, the dashboard
+/// sampler) and the CLI's clients. Serving commands answer HTTP on threads of their own
+/// (`http.rs`).
 fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio_runtime_with(None)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }

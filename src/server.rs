@@ -366,15 +366,22 @@ impl Runtime {
         Ok(())
     }
 
-    /// Serves HTTP until Ctrl-C / SIGTERM, then commits and stops the indexers.
-    pub async fn serve(self, listener: tokio::net::TcpListener) -> Result<()> {
+    /// Starts the REST API's HTTP threads (`crate::http`) on `listener`; [`Runtime::serve`]
+    /// then takes connections.
+    pub async fn start_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        http_threads: usize,
+    ) -> Result<crate::http::HttpServer> {
         let app = hbidx_query::app(self.state.clone());
+        crate::http::HttpServer::start(listener, app, http_threads).await
+    }
+
+    /// Serves HTTP until Ctrl-C / SIGTERM, then commits and stops the indexers.
+    pub async fn serve(self, http: crate::http::HttpServer) -> Result<()> {
         // Feeds the dashboard; it stops by itself once the state is dropped.
         let _sampler = hbidx_query::ops::spawn_sampler(&self.state);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .context("http server failed")?;
+        http.run(shutdown_signal()).await?;
         tracing::info!("shutting down: committing indexes");
         self.shutdown_indexers().await
     }

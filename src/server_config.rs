@@ -4,7 +4,7 @@
 //! ```toml
 //! [server]
 //! listen = "127.0.0.1:8080"          # REST API (--listen)
-//! workers = 2                        # async worker threads serving the REST API; default one per CPU
+//! workers = 2                        # threads serving the REST API; default one per CPU
 //! thrift_listen = "127.0.0.1:9090"   # HBase Thrift1 gateway (--thrift-listen); off when unset
 //! thrift_workers = 64                # connections served at once (one thread each)
 //! thrift_transport = "buffered"      # or "framed"
@@ -38,10 +38,10 @@ struct RawServer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     pub listen: Option<SocketAddr>,
-    /// Async worker threads (the REST API and everything else async); `None`: one per CPU.
-    /// A sidecar shares its machine with a RegionServer: capping it keeps lookups from taking
-    /// cores HBase needs, and on a small box it keeps request latency tight (fewer runnable
-    /// threads than cores means no time-slicing between them).
+    /// HTTP threads serving the REST API, each with its own connections (`http.rs`); `None`:
+    /// one per CPU. A sidecar shares its machine with a RegionServer: capping it keeps lookups
+    /// from taking cores HBase needs, and on a small box it keeps request latency tight (fewer
+    /// runnable threads than cores means no time-slicing between them).
     pub workers: Option<usize>,
     pub thrift_listen: Option<SocketAddr>,
     pub thrift_workers: usize,
@@ -59,6 +59,11 @@ fn address(key: &str, text: &str) -> Result<SocketAddr> {
 }
 
 impl ServerConfig {
+    /// The REST API's HTTP threads: `workers`, else one per CPU.
+    pub fn http_threads(&self) -> usize {
+        self.workers.unwrap_or_else(crate::http::default_threads)
+    }
+
     /// Parses `[server]` of `config`; no IO.
     pub fn from_config(config: &Config) -> Result<Self> {
         let raw: RawServer = match &config.raw_server {

@@ -398,24 +398,36 @@ fn demo_loads_serves_examples_and_reuses_its_data_dir() {
     assert_eq!((status, body["count"].as_u64()), (200, Some(1)));
 }
 
-/// `[server] workers` caps the async worker threads the REST API runs on (a sidecar beside a
+/// `[server] workers` sets the threads the REST API is served on (a sidecar beside a
 /// RegionServer must not take every core); without it there is one per CPU.
 #[test]
-fn server_workers_setting_caps_the_runtime_threads() {
-    // The "serving" log line reports the runtime's worker count.
-    fn runtime_workers(server: &Server) -> usize {
+fn server_workers_setting_sets_the_http_threads() {
+    // The threads that answer HTTP, counted by name in /proc (each has a runtime of its own,
+    // src/http.rs), and the count the "serving" log line reports.
+    fn http_threads(server: &Server) -> usize {
+        let tasks = format!("/proc/{}/task", server.child.id());
+        let running = std::fs::read_dir(&tasks)
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
+            .filter(|name| name.starts_with("hbidx-http-"))
+            .count();
         let log = server.log_text();
         let line = log
             .lines()
             .find(|line| line.contains("serving"))
             .unwrap_or_else(|| panic!("no serving line in:\n{log}"));
-        let value = line.split("workers=").nth(1).expect("workers field");
-        value
+        let value = line
+            .split("http_threads=")
+            .nth(1)
+            .expect("http_threads field");
+        let logged: usize = value
             .split(|c: char| !c.is_ascii_digit())
             .next()
             .unwrap()
             .parse()
-            .unwrap()
+            .unwrap();
+        assert_eq!(logged, running, "the log and /proc disagree");
+        running
     }
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("hbidx.toml");
@@ -425,12 +437,12 @@ fn server_workers_setting_caps_the_runtime_threads() {
     let server = Server::start(&["--config", config, "serve"], &dir.path().join("one"), &[]);
     let (status, _) = get(&server.url("/v1/tables/user/rows?phone=13800138000"));
     assert_eq!(status, 200);
-    assert_eq!(runtime_workers(&server), 1);
+    assert_eq!(http_threads(&server), 1);
     server.stop();
 
     let server = serve(&dir.path().join("default"));
     let cpus = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(runtime_workers(&server), cpus);
+    assert_eq!(http_threads(&server), cpus);
     server.stop();
 
     std::fs::write(

@@ -1,0 +1,268 @@
+//! The REST API's HTTP serving: one single-threaded tokio runtime per HTTP thread, each serving
+//! the connections handed to it, instead of one work-stealing runtime for everything.
+//!
+//! Why: a lookup is ~15 µs of server CPU, and on tokio's multi-thread scheduler a good part of
+//! that went to moving work between threads: the thread that polled epoll woke another (a futex
+//! call) to run the ready connection, tasks were stolen across cores, and each connection's
+//! buffers bounced between caches. A connection that stays on one thread, on a runtime that
+//! polls its own epoll, pays none of that. Connections are dealt round-robin by one acceptor,
+//! so every thread holds the same number of them (SO_REUSEPORT would hash them, and with a
+//! client pool of a few dozen connections the hash leaves threads unevenly loaded).
+//!
+//! The control plane (indexer waits, jobs, the dashboard sampler) stays on the process's main
+//! runtime; only request handling runs here. Handlers that spawn (read repair) spawn onto the
+//! HTTP thread's runtime, which is fine: the tasks are short and async.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use tokio::sync::{mpsc, watch};
+
+/// The number of HTTP threads when `[server] workers` doesn't say: one per CPU.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The REST API's HTTP threads, started and ready for connections.
+pub struct HttpServer {
+    listener: tokio::net::TcpListener,
+    /// One sender per HTTP thread: the connections dealt to it.
+    lanes: Vec<mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>>,
+    joins: Vec<JoinHandle<Result<()>>>,
+    stop: watch::Sender<bool>,
+}
+
+impl HttpServer {
+    /// Starts `threads` HTTP threads serving `app`. Returns once every thread is up (named,
+    /// with its runtime), so what comes next (a "listening" line) is true; a thread that can't
+    /// start fails here.
+    pub async fn start(
+        listener: tokio::net::TcpListener,
+        app: Router,
+        threads: usize,
+    ) -> Result<Self> {
+        let local = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        let threads = threads.max(1);
+        let mut lanes = Vec::with_capacity(threads);
+        let mut joins = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            let app = app.clone();
+            let mut stopped = stopped.clone();
+            let (started, start) = tokio::sync::oneshot::channel::<std::io::Result<()>>();
+            let join = std::thread::Builder::new()
+                .name(format!("hbidx-http-{index}"))
+                .spawn(move || -> Result<()> {
+                    let runtime = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(runtime) => runtime,
+                        Err(err) => {
+                            let _ = started.send(Err(err));
+                            return Ok(());
+                        }
+                    };
+                    let _ = started.send(Ok(()));
+                    runtime.block_on(async move {
+                        axum::serve(Lane { receiver, local }, app)
+                            .with_graceful_shutdown(async move {
+                                let _ = stopped.wait_for(|stop| *stop).await;
+                            })
+                            .await
+                            .context("http server failed")
+                    })
+                })
+                .context("starting an HTTP thread")?;
+            lanes.push(sender);
+            joins.push(join);
+            start
+                .await
+                .context("an HTTP thread stopped while starting")?
+                .context("building an HTTP thread's runtime")?;
+        }
+        Ok(Self {
+            listener,
+            lanes,
+            joins,
+            stop,
+        })
+    }
+
+    /// Takes connections until `shutdown` completes, then stops accepting, lets the requests
+    /// in flight finish, and joins the threads.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+        let Self {
+            listener,
+            lanes,
+            joins,
+            stop,
+        } = self;
+        let accept = async {
+            let mut next = 0usize;
+            loop {
+                let (stream, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        // Out of file descriptors and the like: wait a little instead of
+                        // spinning, as axum::serve does.
+                        tracing::warn!(error = %err, "accepting a connection failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                // Responses are written whole, but a client's pipelined request and our
+                // response must never wait on Nagle's algorithm.
+                let _ = stream.set_nodelay(true);
+                // The stream is registered with this runtime's reactor; the HTTP thread
+                // registers it again with its own.
+                let Ok(stream) = stream.into_std() else {
+                    continue;
+                };
+                if lanes[next % lanes.len()].send((stream, peer)).is_err() {
+                    // That thread has stopped: its error is reported when it is joined.
+                    break;
+                }
+                next = next.wrapping_add(1);
+            }
+        };
+        tokio::select! {
+            _ = accept => {}
+            _ = shutdown => {}
+        }
+        drop(listener);
+        let _ = stop.send(true);
+        drop(lanes);
+        tokio::task::spawn_blocking(move || {
+            for join in joins {
+                match join.join() {
+                    Ok(result) => result?,
+                    Err(_) => anyhow::bail!("an HTTP thread panicked"),
+                }
+            }
+            Ok(())
+        })
+        .await
+        .context("joining the HTTP threads")?
+    }
+}
+
+/// [`HttpServer::start`], then [`HttpServer::run`].
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    threads: usize,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    HttpServer::start(listener, app, threads)
+        .await?
+        .run(shutdown)
+        .await
+}
+
+/// One HTTP thread's incoming connections, as an axum listener.
+struct Lane {
+    receiver: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl axum::serve::Listener for Lane {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some((stream, peer)) = self.receiver.recv().await else {
+                // The acceptor is gone: the server is shutting down, and the graceful
+                // shutdown signal ends this listener's serve loop.
+                let never: std::convert::Infallible = std::future::pending().await;
+                match never {}
+            };
+            match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => return (stream, peer),
+                Err(err) => tracing::warn!(error = %err, "registering a connection failed"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    /// One keep-alive request on `stream`; returns the body (the answering thread's name).
+    fn ask(stream: &mut std::net::TcpStream) -> String {
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+            .unwrap();
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 1024];
+        loop {
+            let read = stream.read(&mut chunk).unwrap();
+            assert!(read > 0, "the server closed the connection");
+            response.extend_from_slice(&chunk[..read]);
+            let text = String::from_utf8_lossy(&response);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length: "))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                if body.len() == length {
+                    return body.to_string();
+                }
+            }
+        }
+    }
+
+    /// Connections are dealt to the HTTP threads in turn and each stays on its thread; a
+    /// shutdown lets the threads finish and joins them.
+    #[test]
+    fn connections_are_dealt_round_robin_and_stay_on_their_thread() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let app = Router::new().route(
+            "/",
+            axum::routing::get(|| async {
+                std::thread::current().name().unwrap_or("?").to_string()
+            }),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr, server) = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = tokio::spawn(serve(listener, app, 3, async {
+                let _ = stopped.await;
+            }));
+            (addr, server)
+        });
+        let mut streams: Vec<_> = (0..6)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let answered_by: Vec<String> = streams.iter_mut().map(ask).collect();
+        // The kernel queues connections in the order they were made and the acceptor deals
+        // them in turn.
+        let expected: Vec<String> = (0..6).map(|i| format!("hbidx-http-{}", i % 3)).collect();
+        assert_eq!(answered_by, expected);
+        for (stream, first) in streams.iter_mut().zip(&answered_by) {
+            assert_eq!(&ask(stream), first, "a connection moved to another thread");
+        }
+        drop(streams);
+        stop.send(()).unwrap();
+        runtime.block_on(server).unwrap().unwrap();
+    }
+}
