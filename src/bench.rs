@@ -495,8 +495,8 @@ impl Scheduling {
     }
 }
 
-/// Runs wrk with the lookup script against `url` (a server with `workers` async worker
-/// threads) and summarises it.
+/// Runs wrk with the lookup script against `url` (a server with `workers` HTTP threads),
+/// scheduled as `scheduling` says, and summarises it.
 async fn run_wrk(
     label: &'static str,
     url: String,
