@@ -71,6 +71,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
 use hbidx_schema::model::{ChangeEvent, Mutation};
+
+use crate::row_cache::{RowCache, RowCacheStats};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -174,6 +176,9 @@ pub struct EmbeddedStoreOptions {
     /// Block cache capacity in bytes, shared by all tables. Fjall recommends 20–25% of memory,
     /// or more when the data set fits in memory.
     pub cache_bytes: u64,
+    /// Budget of each table's cache of recently read rows (`row_cache.rs`), in front of the
+    /// block cache and the memtable.
+    pub row_cache_bytes: u64,
 }
 
 impl Default for EmbeddedStoreOptions {
@@ -181,6 +186,7 @@ impl Default for EmbeddedStoreOptions {
         Self {
             sync: false,
             cache_bytes: 256 * 1024 * 1024,
+            row_cache_bytes: crate::row_cache::DEFAULT_ROW_CACHE_BYTES,
         }
     }
 }
@@ -224,6 +230,8 @@ struct Table {
     families: Option<Vec<String>>,
     origin: TableOrigin,
     enabled: AtomicBool,
+    /// Recently read rows; every committed row write invalidates its key.
+    cache: RowCache,
 }
 
 impl Table {
@@ -268,6 +276,8 @@ pub struct EmbeddedStore {
     writer: Mutex<()>,
     /// Serializes trims, so the persisted trim floor only ever grows.
     trimmer: Mutex<()>,
+    /// Each table's row cache budget (tables created later get it too).
+    row_cache_bytes: u64,
     persist_mode: PersistMode,
 }
 
@@ -426,6 +436,7 @@ impl EmbeddedStore {
                 spec.families.clone(),
                 TableOrigin::Configured,
                 true,
+                options.row_cache_bytes,
             )?;
             registry.insert(Arc::new(table));
         }
@@ -450,6 +461,7 @@ impl EmbeddedStore {
                 Some(record.families),
                 TableOrigin::Created,
                 record.enabled,
+                options.row_cache_bytes,
             )?;
             registry.insert(Arc::new(table));
         }
@@ -460,6 +472,7 @@ impl EmbeddedStore {
             tables: RwLock::new(registry),
             writer: Mutex::new(()),
             trimmer: Mutex::new(()),
+            row_cache_bytes: options.row_cache_bytes,
             persist_mode: if options.sync {
                 PersistMode::SyncAll
             } else {
@@ -476,6 +489,7 @@ impl EmbeddedStore {
         families: Option<Vec<String>>,
         origin: TableOrigin,
         enabled: bool,
+        row_cache_bytes: u64,
     ) -> Result<Table> {
         let escaped = escape_table_name(name);
         let rows = db.keyspace(&format!("rows.{escaped}"), KeyspaceCreateOptions::default)?;
@@ -505,6 +519,7 @@ impl EmbeddedStore {
             families,
             origin,
             enabled: AtomicBool::new(enabled),
+            cache: RowCache::new(row_cache_bytes),
         })
     }
 
@@ -524,6 +539,11 @@ impl EmbeddedStore {
 
     fn find_table(&self, name: &str) -> Option<Arc<Table>> {
         self.registry().by_name.get(name).cloned()
+    }
+
+    /// Hits, misses and size of `table`'s row cache.
+    pub fn row_cache_stats(&self, table: &str) -> Result<RowCacheStats> {
+        self.table(table).map(|table| table.cache.stats())
     }
 
     /// What the store knows about `table`.
@@ -562,6 +582,7 @@ impl EmbeddedStore {
             Some(families.to_vec()),
             TableOrigin::Created,
             true,
+            self.row_cache_bytes,
         )?;
         if !table.rows.is_empty()? {
             // Rows of a table that an earlier config named: never adopt or wipe them silently.
@@ -655,7 +676,7 @@ impl EmbeddedStore {
                 rows.push(None);
                 continue;
             }
-            let Some(bytes) = table.rows.get(rowkey)? else {
+            let Some(bytes) = table.cache.get_or_read(rowkey, || table.rows.get(rowkey))? else {
                 rows.push(None);
                 continue;
             };
@@ -812,8 +833,10 @@ impl EmbeddedStore {
             }
         }
 
+        let mut written = Vec::with_capacity(pending.len());
         for ((slot, rowkey), (state, changed)) in pending {
             if changed {
+                written.push((slot, rowkey.clone()));
                 batch.insert(&touched[slot].rows, rowkey, state.encode());
             }
         }
@@ -824,6 +847,10 @@ impl EmbeddedStore {
             table.next_seq.store(*next, Ordering::Relaxed);
         }
         batch.commit()?;
+        // Now that the rows are visible, no read from before the commit may stay cached.
+        for (slot, rowkey) in &written {
+            touched[*slot].cache.invalidate(rowkey);
+        }
 
         let mut receipt = WriteReceipt::default();
         for ((table, first), next) in touched.iter().zip(first_seq).zip(next_seq) {

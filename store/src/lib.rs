@@ -28,6 +28,7 @@ pub mod gateway;
 mod gateway_args;
 mod hbase;
 mod metered;
+mod row_cache;
 mod row_state;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
@@ -37,4 +38,5 @@ pub use embedded::{EmbeddedStore, EmbeddedStoreOptions, TableInfo, TableOrigin, 
 pub use error::{Result, StoreError};
 pub use hbase::HbaseStore;
 pub use metered::MeteredStore;
+pub use row_cache::{DEFAULT_ROW_CACHE_BYTES, RowCacheStats};
 pub use row_state::{RowState, StoredCell};

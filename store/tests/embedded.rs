@@ -115,6 +115,43 @@ async fn put_then_get_returns_the_latest_version_through_the_trait() {
     ));
 }
 
+/// Reads go through the row cache; every write, including one that removes the row, is seen by
+/// the next read, from any thread (the cache is invalidated once the write is committed).
+#[test]
+fn reads_after_writes_see_the_write_through_the_row_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(open(dir.path()));
+    store
+        .mutate_sync(vec![mutation("r", vec![put("info:name", 1, "v1")])])
+        .expect("write");
+    assert_eq!(value_of(&store, "r", "info:name").as_deref(), Some("v1"));
+    assert_eq!(value_of(&store, "r", "info:name").as_deref(), Some("v1"));
+    let stats = store.row_cache_stats(TABLE).expect("stats");
+    assert_eq!((stats.misses, stats.hits, stats.entries), (1, 1, 1));
+
+    // Written from another thread, read here.
+    let writer = store.clone();
+    std::thread::spawn(move || {
+        writer
+            .mutate_sync(vec![mutation("r", vec![put("info:name", 2, "v2")])])
+            .expect("write");
+    })
+    .join()
+    .expect("writer thread");
+    assert_eq!(value_of(&store, "r", "info:name").as_deref(), Some("v2"));
+
+    store
+        .mutate_sync(vec![mutation("r", vec![CellOp::DeleteRow { ts: 3 }])])
+        .expect("delete");
+    assert_eq!(cells_of(&store, "r"), None);
+    // An older put under the tombstone stays masked, cached or not.
+    store
+        .mutate_sync(vec![mutation("r", vec![put("info:name", 2, "late")])])
+        .expect("late write");
+    assert_eq!(cells_of(&store, "r"), None);
+    assert!(store.row_cache_stats(TABLE).expect("stats").budget > 0);
+}
+
 #[test]
 fn an_older_put_never_overwrites_a_newer_one() {
     let dir = tempfile::tempdir().expect("tempdir");
