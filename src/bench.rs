@@ -197,10 +197,16 @@ pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result
             )
         })
         .unwrap_or_default();
+    let commits = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .map(|indexed| commit_summary(&indexed.stats))
+        .unwrap_or_default();
     report.push(Row(
         "indexing throughput (feed → tantivy)",
         format!(
-            "{:.0} events/s ({} events in {:.2}s{cpu})",
+            "{:.0} events/s ({} events in {:.2}s{cpu}{commits})",
             args.rows as f64 / secs,
             args.rows,
             secs
@@ -710,5 +716,16 @@ fn summarize_wrk(text: &str, threads: u32, connections: u32, workers: usize) -> 
     // The server's threads matter as much as wrk's on a small machine: say how many.
     format!(
         "{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}; {workers} server HTTP threads){errors}"
+    )
+}
+
+/// ", N commits, the last taking M ms": how much of an indexing run the final commit's
+/// segment build (serial per indexing thread, and nothing else to overlap with) took.
+pub(crate) fn commit_summary(stats: &hbidx_indexer::IndexerStats) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        ", {} commits, the last taking {:.0} ms",
+        stats.commits.load(Relaxed),
+        stats.last_commit_micros.load(Relaxed) as f64 / 1e3
     )
 }
