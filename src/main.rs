@@ -283,8 +283,8 @@ fn main() {
 
 /// Transparent huge pages off for this process (`prctl(PR_SET_THP_DISABLE)`; see the Memory
 /// decision in ARCHITECTURE.md). mimalloc asks for huge pages on its arenas and gives freed
-/// memory back to the kernel in pieces after 10 ms; indexing frees and reallocates its buffers
-/// at every batch and commit, so the kernel zeroed a fresh 2 MiB page again and again: 16% of
+/// memory back to the kernel in pieces a second later (v3's purge delay); indexing frees and
+/// reallocates its buffers at every commit, so the kernel zeroed a fresh 2 MiB page again and again: 16% of
 /// the Kafka → index profile was `clear_page_erms`. With 4 KiB pages only the pages touched are
 /// zeroed: measured 19.6–21.2 → 15.5–16.0 µs per indexed event from the change feed, 21.9–24.9
 /// → 20.5–22.2 µs from Kafka. Best effort: a kernel without the prctl leaves the default.

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hbidx_indexer::kafka::{DeadLetterFile, KafkaPublisher, KafkaSource, KafkaSourceConfig};
+use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig};
+use hbidx_indexer::publisher::KafkaPublisher;
 use hbidx_indexer::{
     ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Prefetch, Source,
     WriterOptions,

@@ -632,3 +632,72 @@ fn reindex_from_kafka_equals_the_live_index_and_lookups_go_on() {
     let (status, _) = get(&server.url("/v1/jobs/999"));
     assert_eq!(status, 404);
 }
+
+/// utime + stime of one thread, in clock ticks (`/proc/PID/task/TID/stat` fields 14 and 15).
+fn thread_ticks(pid: u32, tid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+    // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// `(tid, name)` of the server's threads.
+fn threads(pid: u32) -> Vec<(String, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| {
+            let path = task.ok()?.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            Some((
+                path.file_name()?.to_string_lossy().into_owned(),
+                name.trim().to_string(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn an_idle_write_through_publisher_sleeps_and_still_publishes() {
+    let topic = unique_topic("idle-publisher");
+    create_topic(&topic, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
+    let server = serve(&dir.path().join("data"), &config);
+    let write = |key: &str, phone: &str| {
+        let (code, body) = put(
+            &server.url(&format!("/v1/tables/user/rows/{key}?wait=indexed")),
+            &json!({"cells": {"info:name": "张三", "info:phone": phone}}),
+        );
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(body["indexed"], true, "{body}");
+    };
+    write("u1", "13800138000");
+
+    let pid = server.child.id();
+    let all = threads(pid);
+    let publishers: Vec<&(String, String)> = all
+        .iter()
+        .filter(|(_, name)| name.starts_with("hbidx-publish"))
+        .collect();
+    assert_eq!(publishers.len(), 1, "{all:?}");
+    // rust-rdkafka's FutureProducer thread, which spun ~1 ms in every 100 ms, is gone.
+    assert!(
+        !all.iter()
+            .any(|(_, name)| name.starts_with("producer poll")),
+        "{all:?}"
+    );
+    let tid = &publishers[0].0;
+    let before = thread_ticks(pid, tid);
+    std::thread::sleep(Duration::from_secs(5));
+    let spent = thread_ticks(pid, tid) - before;
+    // The old polling thread took ~5 ticks (50 ms) in 5 idle seconds; this one wakes 5 times.
+    assert!(
+        spent <= 1,
+        "the idle publisher thread used {spent} ticks in 5 s"
+    );
+
+    write("u2", "13900139000");
+    let (_, body) = get(&server.url("/v1/tables/user/rows?phone=13900139000"));
+    assert_eq!(util::keys(&body), vec!["u2".to_string()], "{body}");
+}

@@ -1,4 +1,5 @@
-//! The Kafka source (rdkafka), the dead-letter file, and the write-through publisher.
+//! The Kafka source (rdkafka) and the dead-letter file. The write-through publisher is in
+//! [`crate::publisher`].
 //!
 //! Positions: the source of truth is the checkpoint in the tantivy commit payload, one entry per
 //! partition under the source name `kafka:<topic>`. Kafka's committed offsets are only a hint
@@ -11,8 +12,8 @@
 //! so it gets every partition and builds a full index. Checkpoints are per partition already,
 //! which is what partition-sharded indexes would need later.
 //!
-//! Everything here blocks and runs on the table's indexer thread (or, for the publisher,
-//! inside rdkafka's own threads behind a future).
+//! Everything here blocks and runs on the table's indexer thread (polling, on its prefetch
+//! thread).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -27,7 +28,6 @@ use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{ChangeEvent, Mutation};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 
@@ -70,7 +70,7 @@ impl KafkaSourceConfig {
             .unwrap_or_else(|| format!("hbidx-{instance_id}-{}", self.table))
     }
 
-    fn client_config(&self) -> ClientConfig {
+    pub(crate) fn client_config(&self) -> ClientConfig {
         let mut config = ClientConfig::new();
         config.set("bootstrap.servers", &self.brokers);
         for (key, value) in &self.properties {
@@ -80,7 +80,7 @@ impl KafkaSourceConfig {
     }
 }
 
-fn kafka_error(source_name: &str, err: impl std::fmt::Display) -> IndexerError {
+pub(crate) fn kafka_error(source_name: &str, err: impl std::fmt::Display) -> IndexerError {
     IndexerError::Source {
         source_name: source_name.to_string(),
         reason: err.to_string(),
@@ -689,61 +689,5 @@ impl Source for KafkaSource {
                 other_table: c.other_table,
             })
             .collect()
-    }
-}
-
-/// Publishes write-through mutations as JSON events to a table's topic. Keyed by rowkey, so
-/// every write of a row lands in one partition, in order.
-#[derive(Clone)]
-pub struct KafkaPublisher {
-    producer: FutureProducer,
-    topic: String,
-    source_name: String,
-    table: Arc<TableConfig>,
-}
-
-/// Where a published event landed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Published {
-    pub source_name: String,
-    pub partition: i32,
-    pub offset: i64,
-}
-
-impl KafkaPublisher {
-    pub fn new(config: &KafkaSourceConfig, table: Arc<TableConfig>) -> Result<Self> {
-        let name = config.source_name();
-        let producer: FutureProducer = config
-            .client_config()
-            // Acknowledged means replicated: the API answers only after this.
-            .set("acks", "all")
-            .set("enable.idempotence", "true")
-            .set("linger.ms", "1")
-            .create()
-            .map_err(|err| kafka_error(&name, err))?;
-        Ok(Self {
-            producer,
-            topic: config.topic.clone(),
-            source_name: name,
-            table,
-        })
-    }
-
-    /// Sends one mutation and waits for the broker's acknowledgement.
-    pub async fn publish(&self, mutation: &Mutation) -> Result<Published> {
-        let payload = crate::formats::encode_json(&self.table, mutation);
-        let record = FutureRecord::to(&self.topic)
-            .key(&mutation.rowkey)
-            .payload(&payload);
-        let delivery = self
-            .producer
-            .send(record, Duration::from_secs(30))
-            .await
-            .map_err(|(err, _)| kafka_error(&self.source_name, err))?;
-        Ok(Published {
-            source_name: self.source_name.clone(),
-            partition: delivery.partition,
-            offset: delivery.offset,
-        })
     }
 }

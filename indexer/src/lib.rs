@@ -16,6 +16,7 @@ pub mod index;
 pub mod kafka;
 pub mod pipeline;
 pub mod prefetch;
+pub mod publisher;
 pub mod repair;
 pub mod source;
 pub mod state;
