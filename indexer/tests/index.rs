@@ -429,7 +429,8 @@ fn paging_in_rowkey_order_returns_every_match_once() {
 }
 
 /// The region report (dashboard) reads live rowkeys from postings and the `_rk` column: deleted
-/// rows and replaced documents must not count, and every live row exactly once across segments.
+/// rows and replaced documents must not count, and every live row exactly once across segments;
+/// above the cap, an evenly spaced sample of them.
 #[test]
 fn live_rowkeys_are_each_live_row_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -469,7 +470,8 @@ fn live_rowkeys_are_each_live_row_once() {
         writer.apply(&delete, CHANGE_FEED, 0, 200 + i).unwrap();
     }
     writer.commit().unwrap();
-    let mut live = searcher.live_rowkeys().unwrap();
+    let all = searcher.live_rowkeys_sample(1000).unwrap();
+    let mut live = all.rowkeys;
     live.sort();
     let mut expected: Vec<Vec<u8>> = (0..50)
         .filter(|i| !(40..45).contains(i))
@@ -477,7 +479,19 @@ fn live_rowkeys_are_each_live_row_once() {
         .collect();
     expected.sort();
     assert_eq!(live, expected);
+    assert_eq!(all.live, 45);
     assert_eq!(writer.stats().rows, 45);
+
+    // Capped at 10: every 5th live row (45 / 10 rounded up), distinct, and the live count
+    // still exact.
+    let sample = searcher.live_rowkeys_sample(10).unwrap();
+    assert_eq!(sample.live, 45);
+    assert_eq!(sample.rowkeys.len(), 9, "{:?}", sample.rowkeys);
+    let mut distinct = sample.rowkeys.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 9);
+    assert!(distinct.iter().all(|rowkey| expected.contains(rowkey)));
 }
 
 /// A match far larger than the page (pruned to the page while it is collected, to bound

@@ -195,6 +195,7 @@ function hotspotChart(table) {
   const stats = el("div", { class: "stats" });
   stats.append(
     "rows ", el("b", {}, fmt(report.total, 0)),
+    report.sampled < report.total ? ` (estimated from ${fmt(report.sampled, 0)} sampled)` : "",
     " · cv ", el("b", {}, report.cv === null ? "–" : report.cv.toFixed(3)),
     " · max/mean ", el("b", {}, report.max_mean_ratio === null ? "–" : report.max_mean_ratio.toFixed(3)),
     " · as of ", el("b", {}, new Date(report.computed_ms).toLocaleTimeString()),
