@@ -802,8 +802,8 @@ impl EmbeddedStore {
             .durability(Some(self.persist_mode));
         // The new state of every touched row, keyed by (table slot, rowkey), so that several
         // mutations of one row in a call build on each other and the batch writes each row once.
-        let mut pending: HashMap<(usize, Vec<u8>), (RowState, bool)> =
-            HashMap::with_capacity(mutations.len());
+        let mut pending: HashMap<(usize, Vec<u8>), (RowState, bool), foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(mutations.len(), Default::default());
 
         for (mutation, slot) in mutations.into_iter().zip(slots) {
             let table = &*touched[slot];
