@@ -15,7 +15,8 @@
 #   4. pgbench over TCP, prepared statements, 64 clients, 2 threads: 3 s warm-up, then 10 s,
 #      then 10 s more with pgbench under SCHED_BATCH;
 #   5. one markdown table: hbidx's results, PostgreSQL's, and hbidx req/s / PostgreSQL tps,
-#      once with both clients normally scheduled and once with both under SCHED_BATCH.
+#      once with both clients normally scheduled and once with both under SCHED_BATCH, then
+#      once more for hbidx with one HTTP thread (clients normally scheduled).
 #
 # Why two ratios: wrk and pgbench share the two cores with the server they measure. A normally
 # scheduled client preempts the server each time a response wakes it. hbidx answers on one
@@ -124,6 +125,9 @@ wrk_rps() { # LABEL -> req/s of that row, or nothing
 }
 hbidx_rps=$(wrk_rps 'lookup by phone over HTTP (wrk)')
 hbidx_batch_rps=$(wrk_rps 'lookup by phone over HTTP (wrk, SCHED_BATCH)')
+# The same server with one HTTP thread ([server] workers = 1), which leaves the other core to
+# the co-located wrk: the setting for a 2-core box whose clients run on it.
+hbidx_one_rps=$(wrk_rps 'lookup by phone over HTTP, 1 server thread (wrk)')
 
 csv_rows=$(wc -l <"$WORK/people.csv")
 [[ $csv_rows -eq $ROWS ]] || die "people.csv has $csv_rows rows, expected $ROWS"
@@ -262,3 +266,6 @@ if [[ $PG_VARIANTS == 1 ]]; then
 fi
 echo "| hbidx ÷ PostgreSQL, clients normally scheduled (wrk req/s ÷ pgbench tps) | $(ratio_cell "$hbidx_rps" "$pg_tps") |"
 echo "| hbidx ÷ PostgreSQL, clients under SCHED_BATCH (compared) | $(ratio_cell "$hbidx_batch_rps" "$pgb_tps") |"
+if [[ -n $hbidx_one_rps ]]; then
+    echo "| hbidx with 1 HTTP thread ÷ PostgreSQL, clients normally scheduled | $(ratio_cell "$hbidx_one_rps" "$pg_tps") |"
+fi
