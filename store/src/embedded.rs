@@ -61,7 +61,6 @@
 //! `spawn_blocking` or call [`EmbeddedStore::mutate_sync`] from a blocking thread.
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -70,7 +69,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, OwnedWriteBatch, PersistMode};
-use hbidx_schema::model::{ChangeEvent, Mutation};
+use hbidx_schema::model::{CellOp, ChangeEvent, Mutation};
 
 use crate::row_cache::{RowCache, RowCacheStats};
 use serde::{Deserialize, Serialize};
@@ -808,11 +807,8 @@ impl EmbeddedStore {
         let mut next_seq = first_seq.clone();
         let mut batch = OwnedWriteBatch::with_capacity(self.db.clone(), 2 * mutations.len())
             .durability(Some(self.persist_mode));
-        // The new state of every touched row, keyed by (table slot, rowkey), so that several
-        // mutations of one row in a call build on each other and the batch writes each row once.
-        let mut pending: HashMap<(usize, Vec<u8>), (RowState, bool), foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(mutations.len(), Default::default());
-
+        // Each mutation's row, as (table slot, rowkey, ops), in call order.
+        let mut rows: Vec<(usize, Vec<u8>, Vec<CellOp>)> = Vec::with_capacity(mutations.len());
         for (mutation, slot) in mutations.into_iter().zip(slots) {
             let table = &*touched[slot];
             if with_feed && let Some(feed) = &table.feed {
@@ -822,30 +818,39 @@ impl EmbeddedStore {
                     .map_err(|error| StoreError::Storage(Box::new(error)))?;
                 batch.insert(feed, seq.to_be_bytes(), event);
             }
-
             let Mutation { rowkey, ops, .. } = mutation;
-            let (state, changed) = match pending.entry((slot, rowkey)) {
-                Entry::Occupied(entry) => entry.into_mut(),
-                Entry::Vacant(entry) => {
-                    let rowkey = &entry.key().1;
-                    let state = match table.rows.get(rowkey)? {
-                        Some(bytes) => RowState::decode(&bytes)
-                            .map_err(|reason| Self::corrupt_row(table, rowkey, reason))?,
-                        None => RowState::default(),
-                    };
-                    entry.insert((state, false))
-                }
-            };
-            for op in ops {
-                *changed |= state.apply(op);
-            }
+            rows.push((slot, rowkey, ops));
         }
-
-        let mut written = Vec::with_capacity(pending.len());
-        for ((slot, rowkey), (state, changed)) in pending {
+        // Rows are read, merged and written in key order. Rowkeys are usually hashed, so in call
+        // order every read (and every insert of the batch into the memtable) descends the
+        // memtable's skiplist to an unrelated place, a cache miss per level; in key order
+        // neighbouring descents share their upper levels. The sort is stable, so several
+        // mutations of one row still apply in call order, building on each other, and the
+        // batch writes each row once.
+        rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut written = Vec::new();
+        let mut rows = rows.into_iter().peekable();
+        while let Some((slot, rowkey, ops)) = rows.next() {
+            let table = &*touched[slot];
+            let mut state = match table.rows.get(&rowkey)? {
+                Some(bytes) => RowState::decode(&bytes)
+                    .map_err(|reason| Self::corrupt_row(table, &rowkey, reason))?,
+                None => RowState::default(),
+            };
+            let mut changed = false;
+            for op in ops {
+                changed |= state.apply(op);
+            }
+            while let Some((_, _, ops)) =
+                rows.next_if(|(next_slot, next_key, _)| *next_slot == slot && *next_key == rowkey)
+            {
+                for op in ops {
+                    changed |= state.apply(op);
+                }
+            }
             if changed {
                 written.push((slot, rowkey.clone()));
-                batch.insert(&touched[slot].rows, rowkey, state.encode());
+                batch.insert(&table.rows, rowkey, state.encode());
             }
         }
 
@@ -1221,6 +1226,35 @@ mod tests {
         assert_eq!(row.cells.len(), 1);
         assert_eq!(row.cells["i:a"].value, b"first");
         assert_eq!(store.read_feed("t", 0, 100).expect("feed").len(), 4);
+    }
+
+    #[test]
+    fn rows_interleaved_in_a_call_keep_their_own_call_order() {
+        // Rows are merged in key order (see mutate_inner); each row's mutations must still apply
+        // in call order. At equal timestamps the later put wins, so the order is observable.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = open(dir.path());
+        let keys = ["r9", "r1", "r5", "r0", "r7"];
+        let mut mutations = Vec::new();
+        for round in 0..50 {
+            for key in keys {
+                mutations.push(put("t", key, "i:a", 5, &format!("{key}-{round}")));
+            }
+        }
+        mutations.push(put("t", "r5", "i:b", 7, "only b"));
+        store.mutate_sync(mutations).expect("mutate");
+        let rowkeys: Vec<Vec<u8>> = keys.iter().map(|key| key.as_bytes().to_vec()).collect();
+        let rows = store.get_rows_sync("t", &rowkeys, None).expect("get");
+        for (key, row) in keys.iter().zip(&rows) {
+            let row = row.as_ref().expect("row exists");
+            assert_eq!(
+                row.cells["i:a"].value,
+                format!("{key}-49").into_bytes(),
+                "{key}"
+            );
+        }
+        assert_eq!(rows[2].as_ref().expect("r5").cells["i:b"].value, b"only b");
+        assert_eq!(store.read_feed("t", 0, 1000).expect("feed").len(), 251);
     }
 
     #[test]
