@@ -13,10 +13,13 @@
 #   3. a throwaway PostgreSQL 15 cluster in $WORK on 127.0.0.1 (default settings except
 #      shared_buffers=256MB, max_connections=200), loaded with that CSV, phone btree, VACUUM ANALYZE;
 #   4. pgbench over TCP, prepared statements, 64 clients, 2 threads: 3 s warm-up, then 10 s,
-#      then 10 s more with pgbench under SCHED_BATCH;
+#      then 10 s more with pgbench under SCHED_BATCH, then 10 s with pgbench kept off the first
+#      CPU (taskset; PostgreSQL's backends stay free to use every CPU);
 #   5. one markdown table: hbidx's results, PostgreSQL's, and hbidx req/s / PostgreSQL tps,
-#      once with both clients normally scheduled and once with both under SCHED_BATCH, then
-#      once more for hbidx with one HTTP thread (clients normally scheduled).
+#      once with both clients normally scheduled and once with both under SCHED_BATCH, once
+#      more for hbidx with one HTTP thread (clients normally scheduled), and once for hbidx with
+#      one HTTP thread pinned to the first CPU against PostgreSQL, both clients on the other
+#      CPUs (a client that doesn't share the server's core, as a remote one wouldn't).
 #
 # Why two ratios: wrk and pgbench share the two cores with the server they measure. A normally
 # scheduled client preempts the server each time a response wakes it. hbidx answers on one
@@ -128,6 +131,7 @@ hbidx_batch_rps=$(wrk_rps 'lookup by phone over HTTP (wrk, SCHED_BATCH)')
 # The same server with one HTTP thread ([server] workers = 1), which leaves the other core to
 # the co-located wrk: the setting for a 2-core box whose clients run on it.
 hbidx_one_rps=$(wrk_rps 'lookup by phone over HTTP, 1 server thread (wrk)')
+hbidx_pinned_rps=$(wrk_rps 'lookup by phone over HTTP, 1 server thread pinned, wrk on the other CPUs')
 
 csv_rows=$(wc -l <"$WORK/people.csv")
 [[ $csv_rows -eq $ROWS ]] || die "people.csv has $csv_rows rows, expected $ROWS"
@@ -162,7 +166,10 @@ unix_socket_directories = '$WORK'
 shared_buffers = 256MB
 max_connections = 200
 EOF
-as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$WORK/postgres.log" -w start >/dev/null
+if ! as_pg "$PGBIN/pg_ctl" -D "$PGDATA" -l "$WORK/postgres.log" -w start >/dev/null; then
+  tail -n 20 "$WORK/postgres.log" >&2 || true
+  die "PostgreSQL did not start (its log is above)"
+fi
 pg_started=1
 
 PSQL=("$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U postgres -v ON_ERROR_STOP=1)
@@ -204,6 +211,7 @@ run_pgbench() {
     local seconds=$1 script=$2 out sched=()
     shift 2
     [[ ${PG_SCHED:-normal} == batch ]] && sched=(chrt --batch 0)
+    [[ ${PG_SCHED:-normal} == offcpu ]] && sched=(taskset -c "$CLIENT_CPUS")
     out=$(cd "$WORK" && as_pg "${sched[@]}" "$PGBIN/pgbench" -h 127.0.0.1 -p "$PGPORT" -U postgres \
         -M prepared -c "$PG_CLIENTS" -j "$PG_THREADS" -T "$seconds" -n -f "$script" "$@" bench 2>&1) \
         || die "pgbench $script failed: $out"
@@ -231,6 +239,14 @@ read -r pg_tps pg_lat pg_failed <<<"$res"
 log "pgbench ${PG_SECONDS}s: pg_lookup.sql under SCHED_BATCH (compared with wrk under SCHED_BATCH)"
 res=$(PG_SCHED=batch run_pgbench "$PG_SECONDS" pg_lookup.sql "${main_vars[@]}")
 read -r pgb_tps pgb_lat pgb_failed <<<"$res"
+# hbidx bench's pinned row keeps wrk off the first CPU the process may use (its one HTTP thread
+# runs there); pgbench gets the same CPUs, and PostgreSQL's backends stay free to use all of them.
+CLIENT_CPUS=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[1:])))' 2>/dev/null || true)
+if [[ -n $hbidx_pinned_rps && -n $CLIENT_CPUS ]]; then
+    log "pgbench ${PG_SECONDS}s: pg_lookup.sql on CPUs $CLIENT_CPUS (compared with hbidx's pinned row)"
+    res=$(PG_SCHED=offcpu run_pgbench "$PG_SECONDS" pg_lookup.sql "${main_vars[@]}")
+    read -r pgo_tps pgo_lat pgo_failed <<<"$res"
+fi
 if [[ $PG_VARIANTS == 1 ]]; then
     log "pgbench ${PG_SECONDS}s: pg_lookup_via_n.sql (lower bound)"
     res=$(run_pgbench "$PG_SECONDS" pg_lookup_via_n.sql -D "rows=$ROWS")
@@ -260,6 +276,9 @@ echo "|---|---|"
 printf '%s\n' "$hbidx_rows"
 echo "| PostgreSQL 15 indexed phone lookup (pgbench -M prepared -c$PG_CLIENTS -j$PG_THREADS) | $(pg_fmt "$pg_tps" "$pg_lat" "$pg_failed") |"
 echo "| the same, pgbench under SCHED_BATCH | $(pg_fmt "$pgb_tps" "$pgb_lat" "$pgb_failed") |"
+if [[ -n ${pgo_tps:-} ]]; then
+    echo "| the same, pgbench on CPUs $CLIENT_CPUS (server unpinned) | $(pg_fmt "$pgo_tps" "$pgo_lat" "$pgo_failed") |"
+fi
 if [[ $PG_VARIANTS == 1 ]]; then
     echo "| PostgreSQL 15, lower bound: phone picked via a 2nd index probe (not compared) | $(pg_fmt "$lo_tps" "$lo_lat" "$lo_failed") |"
     echo "| PostgreSQL 15, upper bound: one fixed phone (not compared) | $(pg_fmt "$hi_tps" "$hi_lat" "$hi_failed") |"
@@ -268,4 +287,10 @@ echo "| hbidx ÷ PostgreSQL, clients normally scheduled (wrk req/s ÷ pgbench tp
 echo "| hbidx ÷ PostgreSQL, clients under SCHED_BATCH (compared) | $(ratio_cell "$hbidx_batch_rps" "$pgb_tps") |"
 if [[ -n $hbidx_one_rps ]]; then
     echo "| hbidx with 1 HTTP thread ÷ PostgreSQL, clients normally scheduled | $(ratio_cell "$hbidx_one_rps" "$pg_tps") |"
+fi
+if [[ -n ${pgo_tps:-} ]]; then
+    # Against the best of PostgreSQL's three runs: keeping pgbench off a CPU costs PostgreSQL
+    # more than it costs hbidx (its 64 backends and pgbench then share the other CPUs).
+    pg_best=$(printf '%s\n' "$pg_tps" "$pgb_tps" "$pgo_tps" | sort -g | tail -n 1)
+    echo "| hbidx, 1 HTTP thread pinned to one CPU, wrk on the other CPUs ÷ PostgreSQL's best run above | $(ratio_cell "$hbidx_pinned_rps" "$pg_best") |"
 fi

@@ -98,7 +98,11 @@ fn rss_kib(key: &str) -> u64 {
 
 /// `http_threads`: the benchmarked server's HTTP threads (`--server-workers`, else
 /// `[server] workers`, else one per CPU).
-pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result<()> {
+pub async fn run(
+    config: Config,
+    args: BenchArgs,
+    http_threads: crate::http::HttpThreads,
+) -> Result<()> {
     let temp;
     let data_dir = match &args.data_dir {
         Some(dir) => dir.clone(),
@@ -311,7 +315,7 @@ pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result
     // buckets every 2 s. Without it every lookup's samples pile up for the whole run (three
     // histograms a request): the bench's RSS was 348 MB instead of 236 MB.
     let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
-    let server = BenchServer::start(runtime.state.clone(), http_threads).await?;
+    let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
     let addr = server.addr;
     if args.lookup_seconds > 0 {
         let script = data_dir.join("phones.lua");
@@ -328,19 +332,21 @@ pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result
                     format!("http://{addr}"),
                     &script,
                     &args,
-                    http_threads,
+                    http_threads.count,
                     class,
                 )
                 .await?,
             );
         }
-        if http_threads > 1 {
+        if http_threads.count > 1 {
             // The same lookups against a second server over the same state with one HTTP
             // thread: on a 2-core machine wrk then keeps the other core and no thread
             // time-slices with another, so the latency tail is the server's own; with a thread
             // per core, wrk's threads and the server's share both cores and wrk's own
             // scheduling delays show up in its p99.
-            let one = BenchServer::start(runtime.state.clone(), 1).await?;
+            let one =
+                BenchServer::start(runtime.state.clone(), crate::http::HttpThreads::unpinned(1))
+                    .await?;
             for class in [Scheduling::Normal, Scheduling::Batch] {
                 report.push(
                     run_wrk(
@@ -355,6 +361,32 @@ pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result
                 );
             }
             one.stop().await?;
+        }
+        // One HTTP thread pinned to a CPU and wrk kept off it: the client no longer shares
+        // the server's core, as a client on another machine wouldn't (`[server] http_cpus`).
+        // Without a CPU to spare for wrk, not measured.
+        if let Some((server_cpu, client_cpus)) = split_cpus() {
+            let pinned = BenchServer::start(
+                runtime.state.clone(),
+                crate::http::HttpThreads {
+                    count: 1,
+                    cpus: vec![server_cpu],
+                },
+            )
+            .await?;
+            let class = Scheduling::OffCpus(client_cpus);
+            report.push(
+                run_wrk(
+                    class.label(true),
+                    format!("http://{}", pinned.addr),
+                    &script,
+                    &args,
+                    1,
+                    class,
+                )
+                .await?,
+            );
+            pinned.stop().await?;
         }
     }
 
@@ -381,7 +413,7 @@ pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result
         hbidx_query::AppState::new(std::sync::Arc::new(hbase), tables)
             .with_auth(hbidx_query::auth::Auth::new(&security)),
     );
-    let thrift_server = BenchServer::start(thrift_state, http_threads).await?;
+    let thrift_server = BenchServer::start(thrift_state, http_threads.clone()).await?;
     let thrift_addr = thrift_server.addr;
     if args.lookup_seconds > 0 {
         report.push(
@@ -390,7 +422,7 @@ pub async fn run(config: Config, args: BenchArgs, http_threads: usize) -> Result
                 format!("http://{thrift_addr}"),
                 &data_dir.join("phones.lua"),
                 &args,
-                http_threads,
+                http_threads.count,
                 Scheduling::Normal,
             )
             .await?,
@@ -453,7 +485,10 @@ struct BenchServer {
 }
 
 impl BenchServer {
-    async fn start(state: hbidx_query::SharedState, http_threads: usize) -> Result<Self> {
+    async fn start(
+        state: hbidx_query::SharedState,
+        http_threads: crate::http::HttpThreads,
+    ) -> Result<Self> {
         let listener = server::bind("127.0.0.1:0".parse()?).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -482,21 +517,44 @@ impl BenchServer {
 /// keeps the client from preempting on wakeup, so it runs when the server waits or at the
 /// tick: the closest a co-located client gets to a remote one. scripts/bench.sh runs pgbench
 /// both ways too and reports both ratios.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Scheduling {
     Normal,
     Batch,
+    /// Normally scheduled, but only on these CPUs (`taskset -c`, util-linux), none of them the
+    /// server's.
+    OffCpus(String),
+}
+
+/// The first CPU this process may use (for the server's pinned HTTP thread) and the rest as a
+/// `taskset -c` list (for wrk), when there are at least two.
+fn split_cpus() -> Option<(usize, String)> {
+    #[cfg(target_os = "linux")]
+    {
+        let set = rustix::thread::sched_getaffinity(None).ok()?;
+        let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&cpu| set.is_set(cpu))
+            .collect();
+        let (&server, rest) = cpus.split_first()?;
+        let rest: Vec<String> = rest.iter().map(ToString::to_string).collect();
+        (!rest.is_empty()).then(|| (server, rest.join(",")))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 impl Scheduling {
     /// The report row of wrk lookups under this scheduling, against the server with its
     /// configured HTTP threads or with one.
-    fn label(self, one_thread: bool) -> &'static str {
+    fn label(&self, one_thread: bool) -> &'static str {
         match (one_thread, self) {
             (false, Self::Normal) => "lookup by phone over HTTP (wrk)",
             (false, Self::Batch) => "lookup by phone over HTTP (wrk, SCHED_BATCH)",
             (true, Self::Normal) => "lookup by phone over HTTP, 1 server thread (wrk)",
             (true, Self::Batch) => "lookup by phone over HTTP, 1 server thread (wrk, SCHED_BATCH)",
+            (_, Self::OffCpus(_)) => {
+                "lookup by phone over HTTP, 1 server thread pinned, wrk on the other CPUs"
+            }
         }
     }
 }
@@ -521,6 +579,11 @@ async fn run_wrk(
                 let mut chrt = Command::new("chrt");
                 chrt.args(["--batch", "0", "wrk"]);
                 chrt
+            }
+            Scheduling::OffCpus(cpus) => {
+                let mut taskset = Command::new("taskset");
+                taskset.args(["-c", cpus.as_str(), "wrk"]);
+                taskset
             }
         };
         command
@@ -554,7 +617,7 @@ async fn run_wrk(
         Err(err) => Row(
             label,
             format!(
-                "not measured: cannot run wrk ({err}); apt-get install wrk (chrt is util-linux)"
+                "not measured: cannot run wrk ({err}); apt-get install wrk (chrt and taskset are util-linux)"
             ),
         ),
     })

@@ -93,7 +93,7 @@ pub fn demo_table(config: &Config) -> Result<&TableConfig> {
 pub struct Serving {
     pub listen: SocketAddr,
     pub gateway: Option<hbidx_store::gateway::GatewayOptions>,
-    pub http_threads: usize,
+    pub http_threads: crate::http::HttpThreads,
 }
 
 pub async fn run(
@@ -174,7 +174,7 @@ pub async fn run(
     };
     let listener = server::bind(listen).await?;
     let bound = listener.local_addr()?;
-    let http = runtime.start_http(listener, http_threads).await?;
+    let http = runtime.start_http(listener, &http_threads).await?;
     print_examples(bound, &table, &example, shown_key);
     if let Some(thrift) = thrift {
         print_thrift_example(thrift, &table);

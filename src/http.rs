@@ -27,6 +27,56 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The REST API's HTTP threads: how many, and the CPUs they are pinned to (`[server]
+/// http_cpus`; empty: not pinned, the scheduler places them).
+///
+/// Why pin: on a small box, an HTTP thread that shares its core with anything runnable (a
+/// co-located client, HBase's own threads, the indexer) waits a whole scheduler slice (~3 ms)
+/// now and then, and that wait is the lookup p99. Measured on the 2-core bench machine, one
+/// HTTP thread, wrk -t2 -c64 on the other core: p99 1.05–1.09 ms in 4 of 4 runs pinned,
+/// 2.6–4.6 ms unpinned (README, Performance).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpThreads {
+    pub count: usize,
+    /// Thread `i` runs on `cpus[i % cpus.len()]`.
+    pub cpus: Vec<usize>,
+}
+
+impl HttpThreads {
+    /// `count` threads, placed by the scheduler.
+    pub fn unpinned(count: usize) -> Self {
+        Self {
+            count,
+            cpus: Vec::new(),
+        }
+    }
+
+    fn cpu_of(&self, index: usize) -> Option<usize> {
+        (!self.cpus.is_empty()).then(|| self.cpus[index % self.cpus.len()])
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+#[cfg(target_os = "linux")]
+fn pin_current_thread(cpu: usize) -> Result<()> {
+    use rustix::thread::{CpuSet, sched_setaffinity};
+    anyhow::ensure!(
+        cpu < CpuSet::MAX_CPU,
+        "CPU {cpu} is beyond the {} CPUs an affinity mask can name",
+        CpuSet::MAX_CPU
+    );
+    let mut set = CpuSet::new();
+    set.set(cpu);
+    sched_setaffinity(None, &set).with_context(|| {
+        format!("pinning an HTTP thread to CPU {cpu} (is it online and allowed to this process?)")
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pin_current_thread(cpu: usize) -> Result<()> {
+    anyhow::bail!("pinning HTTP threads to CPUs (CPU {cpu}) is supported on Linux only")
+}
+
 /// The REST API's HTTP threads, started and ready for connections.
 pub struct HttpServer {
     listener: tokio::net::TcpListener,
@@ -43,28 +93,36 @@ impl HttpServer {
     pub async fn start(
         listener: tokio::net::TcpListener,
         app: Router,
-        threads: usize,
+        threads: &HttpThreads,
     ) -> Result<Self> {
         let local = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        let threads = threads.max(1);
-        let mut lanes = Vec::with_capacity(threads);
-        let mut joins = Vec::with_capacity(threads);
-        for index in 0..threads {
+        let count = threads.count.max(1);
+        let mut lanes = Vec::with_capacity(count);
+        let mut joins = Vec::with_capacity(count);
+        for index in 0..count {
             let (sender, receiver) = mpsc::unbounded_channel();
             let app = app.clone();
             let mut stopped = stopped.clone();
-            let (started, start) = tokio::sync::oneshot::channel::<std::io::Result<()>>();
+            let cpu = threads.cpu_of(index);
+            let (started, start) = tokio::sync::oneshot::channel::<Result<()>>();
             let join = std::thread::Builder::new()
                 .name(format!("hbidx-http-{index}"))
                 .spawn(move || -> Result<()> {
+                    if let Some(cpu) = cpu
+                        && let Err(err) = pin_current_thread(cpu)
+                    {
+                        let _ = started.send(Err(err));
+                        return Ok(());
+                    }
                     let runtime = match tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
                     {
                         Ok(runtime) => runtime,
                         Err(err) => {
-                            let _ = started.send(Err(err));
+                            let _ =
+                                started.send(Err(err).context("building an HTTP thread's runtime"));
                             return Ok(());
                         }
                     };
@@ -83,8 +141,7 @@ impl HttpServer {
             joins.push(join);
             start
                 .await
-                .context("an HTTP thread stopped while starting")?
-                .context("building an HTTP thread's runtime")?;
+                .context("an HTTP thread stopped while starting")??;
         }
         Ok(Self {
             listener,
@@ -156,10 +213,10 @@ impl HttpServer {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
-    threads: usize,
+    threads: HttpThreads,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    HttpServer::start(listener, app, threads)
+    HttpServer::start(listener, app, &threads)
         .await?
         .run(shutdown)
         .await
@@ -246,7 +303,7 @@ mod tests {
         let (addr, server) = runtime.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
-            let server = tokio::spawn(serve(listener, app, 3, async {
+            let server = tokio::spawn(serve(listener, app, HttpThreads::unpinned(3), async {
                 let _ = stopped.await;
             }));
             (addr, server)
@@ -265,5 +322,64 @@ mod tests {
         drop(streams);
         stop.send(()).unwrap();
         runtime.block_on(server).unwrap().unwrap();
+    }
+
+    /// The CPUs this thread may run on, as a list.
+    #[cfg(target_os = "linux")]
+    fn allowed_cpus() -> Vec<usize> {
+        let set = rustix::thread::sched_getaffinity(None).unwrap();
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&cpu| set.is_set(cpu))
+            .collect()
+    }
+
+    /// `[server] http_cpus`: each HTTP thread runs only on its CPU, and a CPU the process may
+    /// not use fails the start with a message that names it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn pinned_threads_run_on_their_cpus_and_a_bad_cpu_fails_the_start() {
+        // Multi-thread: the acceptor must run while this thread blocks on its requests.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        // The first CPU this process may use (a container's cpuset need not include CPU 0).
+        let cpu = allowed_cpus()[0];
+        let app = Router::new().route(
+            "/",
+            axum::routing::get(|| async { format!("{:?}", allowed_cpus()) }),
+        );
+        let threads = HttpThreads {
+            count: 2,
+            cpus: vec![cpu],
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr, server) = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = tokio::spawn(serve(listener, app.clone(), threads, async {
+                let _ = stopped.await;
+            }));
+            (addr, server)
+        });
+        for _ in 0..2 {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            assert_eq!(ask(&mut stream), format!("[{cpu}]"));
+        }
+        stop.send(()).unwrap();
+        runtime.block_on(server).unwrap().unwrap();
+
+        let error = runtime
+            .block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let bad = HttpThreads {
+                    count: 1,
+                    cpus: vec![1023],
+                };
+                HttpServer::start(listener, app, &bad).await.map(|_| ())
+            })
+            .unwrap_err();
+        assert!(format!("{error:#}").contains("CPU 1023"), "{error:#}");
     }
 }

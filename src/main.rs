@@ -341,8 +341,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 let listener = server::bind(settings.listen(listen)).await?;
                 let bound = listener.local_addr()?;
-                let http = runtime.start_http(listener, http_threads).await?;
-                tracing::info!(listen = %bound, data_dir = %data_dir.display(), http_threads, "serving");
+                let http = runtime.start_http(listener, &http_threads).await?;
+                tracing::info!(
+                    listen = %bound,
+                    data_dir = %data_dir.display(),
+                    http_threads = http_threads.count,
+                    http_cpus = ?http_threads.cpus,
+                    "serving"
+                );
                 // Tests and scripts read this line to find an ephemeral port.
                 eprintln!("listening on http://{bound}");
                 runtime.serve(http).await
@@ -370,7 +376,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;
             let settings = server_config::ServerConfig::from_config(&config)?;
-            let http_threads = args.server_workers.unwrap_or(settings.http_threads());
+            let mut http_threads = settings.http_threads();
+            if let Some(count) = args.server_workers {
+                http_threads.count = count;
+            }
             tokio_runtime()?.block_on(bench::run(config, args, http_threads))
         }
         Command::Reindex {

@@ -372,7 +372,7 @@ impl Runtime {
     pub async fn start_http(
         &self,
         listener: tokio::net::TcpListener,
-        http_threads: usize,
+        http_threads: &crate::http::HttpThreads,
     ) -> Result<crate::http::HttpServer> {
         let app = hbidx_query::app(self.state.clone());
         crate::http::HttpServer::start(listener, app, http_threads).await

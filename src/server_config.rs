@@ -5,6 +5,7 @@
 //! [server]
 //! listen = "127.0.0.1:8080"          # REST API (--listen)
 //! workers = 2                        # threads serving the REST API; default one per CPU
+//! http_cpus = [0, 1]                 # pin HTTP thread i to CPU http_cpus[i % len]; default unpinned
 //! thrift_listen = "127.0.0.1:9090"   # HBase Thrift1 gateway (--thrift-listen); off when unset
 //! thrift_workers = 64                # connections served at once (one thread each)
 //! thrift_transport = "buffered"      # or "framed"
@@ -27,6 +28,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 struct RawServer {
     listen: Option<String>,
     workers: Option<i64>,
+    http_cpus: Option<Vec<i64>>,
     thrift_listen: Option<String>,
     thrift_workers: Option<i64>,
     thrift_transport: Option<String>,
@@ -43,6 +45,9 @@ pub struct ServerConfig {
     /// from taking cores HBase needs, and on a small box it keeps request latency tight (fewer
     /// runnable threads than cores means no time-slicing between them).
     pub workers: Option<usize>,
+    /// CPUs the HTTP threads are pinned to, thread `i` to `http_cpus[i % len]`; empty: not
+    /// pinned. With `workers` unset, one thread per listed CPU. See `http::HttpThreads` for why.
+    pub http_cpus: Vec<usize>,
     pub thrift_listen: Option<SocketAddr>,
     pub thrift_workers: usize,
     pub thrift_transport: ThriftTransport,
@@ -59,9 +64,20 @@ fn address(key: &str, text: &str) -> Result<SocketAddr> {
 }
 
 impl ServerConfig {
-    /// The REST API's HTTP threads: `workers`, else one per CPU.
-    pub fn http_threads(&self) -> usize {
-        self.workers.unwrap_or_else(crate::http::default_threads)
+    /// The REST API's HTTP threads: `workers`, else one per listed `http_cpus`, else one per
+    /// CPU; pinned as `http_cpus` says.
+    pub fn http_threads(&self) -> crate::http::HttpThreads {
+        let count = self.workers.unwrap_or_else(|| {
+            if self.http_cpus.is_empty() {
+                crate::http::default_threads()
+            } else {
+                self.http_cpus.len()
+            }
+        });
+        crate::http::HttpThreads {
+            count,
+            cpus: self.http_cpus.clone(),
+        }
     }
 
     /// Parses `[server]` of `config`; no IO.
@@ -88,6 +104,19 @@ impl ServerConfig {
             Some(workers @ 1..=1024) => Some(workers as usize),
             Some(workers) => bail!("server.workers: {workers} is not within 1..=1024"),
         };
+        let mut http_cpus = Vec::new();
+        for cpu in raw.http_cpus.unwrap_or_default() {
+            // 1024: what a Linux affinity mask (CPU_SETSIZE) can name. Whether the CPU exists
+            // is checked when the thread is pinned, at start.
+            let cpu = match cpu {
+                0..=1023 => cpu as usize,
+                _ => bail!("server.http_cpus: {cpu} is not a CPU number within 0..=1023"),
+            };
+            if http_cpus.contains(&cpu) {
+                bail!("server.http_cpus: CPU {cpu} is listed twice");
+            }
+            http_cpus.push(cpu);
+        }
         let thrift_workers = match raw.thrift_workers {
             None => DEFAULT_WORKERS,
             Some(workers @ 1..=4096) => workers as usize,
@@ -113,6 +142,7 @@ impl ServerConfig {
         Ok(Self {
             listen,
             workers,
+            http_cpus,
             rowkey_cache_bytes,
             thrift_listen,
             thrift_workers,
@@ -185,6 +215,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("server.thrift_listen"), "{error}");
+        let pinned = parse("http_cpus = [1, 0]").unwrap().http_threads();
+        assert_eq!((pinned.count, pinned.cpus), (2, vec![1, 0]));
+        let pinned = parse("workers = 4\nhttp_cpus = [0]")
+            .unwrap()
+            .http_threads();
+        assert_eq!((pinned.count, pinned.cpus), (4, vec![0]));
+        assert!(parse("").unwrap().http_threads().cpus.is_empty());
+        let error = parse("http_cpus = [0, 0]").unwrap_err().to_string();
+        assert!(
+            error.contains("server.http_cpus: CPU 0 is listed twice"),
+            "{error}"
+        );
+        let error = parse("http_cpus = [-1]").unwrap_err().to_string();
+        assert!(error.contains("server.http_cpus: -1"), "{error}");
         let error = parse("workers = 0").unwrap_err().to_string();
         assert!(error.contains("server.workers"), "{error}");
         assert_eq!(parse("workers = 3").unwrap().workers, Some(3));

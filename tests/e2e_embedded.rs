@@ -461,6 +461,76 @@ fn server_workers_setting_sets_the_http_threads() {
     assert!(text.contains("server.workers"), "{text}");
 }
 
+/// `[server] http_cpus` pins the REST API's threads: in /proc each HTTP thread may run only on
+/// its CPU, and lookups are answered.
+#[test]
+fn server_http_cpus_pin_the_http_threads() {
+    fn allowed(status: &str) -> String {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list in /proc status")
+            .trim()
+            .to_string()
+    }
+    // The first CPU this test may use (a container's cpuset need not include CPU 0).
+    let first: usize = allowed(&std::fs::read_to_string("/proc/self/status").unwrap())
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hbidx.toml");
+    let example = include_str!("../deploy/config/hbidx.toml");
+    std::fs::write(
+        &config,
+        format!("{example}\n[server]\nhttp_cpus = [{first}]\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let server = Server::start(
+        &["--config", config, "serve"],
+        &dir.path().join("data"),
+        &[],
+    );
+    let (status, _) = get(&server.url("/v1/tables/user/rows?phone=13800138000"));
+    assert_eq!(status, 200);
+    let tasks = format!("/proc/{}/task", server.child.id());
+    let pinned: Vec<String> = std::fs::read_dir(&tasks)
+        .unwrap()
+        .map(|task| task.unwrap().path())
+        .filter(|task| {
+            std::fs::read_to_string(task.join("comm"))
+                .is_ok_and(|name| name.starts_with("hbidx-http-"))
+        })
+        .map(|task| allowed(&std::fs::read_to_string(task.join("status")).unwrap()))
+        .collect();
+    // One thread per listed CPU, on that CPU only.
+    assert_eq!(pinned, vec![first.to_string()]);
+    assert!(
+        server.log_text().contains(&format!("http_cpus=[{first}]")),
+        "{}",
+        server.log_text()
+    );
+    server.stop();
+
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        format!("{example}\n[server]\nhttp_cpus = [{first}, {first}]\n"),
+    )
+    .unwrap();
+    let (code, text) = util::cli(&[
+        "--config",
+        dir.path().join("bad.toml").to_str().unwrap(),
+        "serve",
+        "--data-dir",
+        dir.path().join("bad").to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(text.contains("server.http_cpus"), "{text}");
+}
+
 #[test]
 fn transparent_huge_pages_are_off_in_the_server_process() {
     // src/main.rs turns them off first thing: mimalloc's purged arena pieces were re-faulted as
