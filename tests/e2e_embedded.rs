@@ -445,20 +445,24 @@ fn server_workers_setting_sets_the_http_threads() {
     assert_eq!(http_threads(&server), cpus);
     server.stop();
 
-    std::fs::write(
-        dir.path().join("bad.toml"),
-        format!("{example}\n[server]\nworkers = 0\n"),
-    )
-    .unwrap();
+    serve_refuses(dir.path(), "workers = 0", "server.workers");
+}
+
+/// `hbidx serve` with the example config plus `[server] <server>` exits non-zero, and its
+/// message names `key`.
+fn serve_refuses(dir: &std::path::Path, server: &str, key: &str) {
+    let example = include_str!("../deploy/config/hbidx.toml");
+    let config = dir.join("bad.toml");
+    std::fs::write(&config, format!("{example}\n[server]\n{server}\n")).unwrap();
     let (code, text) = util::cli(&[
         "--config",
-        dir.path().join("bad.toml").to_str().unwrap(),
+        config.to_str().unwrap(),
         "serve",
         "--data-dir",
-        dir.path().join("bad").to_str().unwrap(),
+        dir.join("bad").to_str().unwrap(),
     ]);
     assert_ne!(code, 0);
-    assert!(text.contains("server.workers"), "{text}");
+    assert!(text.contains(key), "{text}");
 }
 
 /// `[server] http_cpus` pins the REST API's threads: in /proc each HTTP thread may run only on
@@ -515,20 +519,11 @@ fn server_http_cpus_pin_the_http_threads() {
     );
     server.stop();
 
-    std::fs::write(
-        dir.path().join("bad.toml"),
-        format!("{example}\n[server]\nhttp_cpus = [{first}, {first}]\n"),
-    )
-    .unwrap();
-    let (code, text) = util::cli(&[
-        "--config",
-        dir.path().join("bad.toml").to_str().unwrap(),
-        "serve",
-        "--data-dir",
-        dir.path().join("bad").to_str().unwrap(),
-    ]);
-    assert_ne!(code, 0);
-    assert!(text.contains("server.http_cpus"), "{text}");
+    serve_refuses(
+        dir.path(),
+        &format!("http_cpus = [{first}, {first}]"),
+        "server.http_cpus",
+    );
 }
 
 #[test]
