@@ -529,18 +529,10 @@ enum Scheduling {
 /// The first CPU this process may use (for the server's pinned HTTP thread) and the rest as a
 /// `taskset -c` list (for wrk), when there are at least two.
 fn split_cpus() -> Option<(usize, String)> {
-    #[cfg(target_os = "linux")]
-    {
-        let set = rustix::thread::sched_getaffinity(None).ok()?;
-        let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|&cpu| set.is_set(cpu))
-            .collect();
-        let (&server, rest) = cpus.split_first()?;
-        let rest: Vec<String> = rest.iter().map(ToString::to_string).collect();
-        (!rest.is_empty()).then(|| (server, rest.join(",")))
-    }
-    #[cfg(not(target_os = "linux"))]
-    None
+    let cpus = crate::http::allowed_cpus();
+    let (&server, rest) = cpus.split_first()?;
+    let rest: Vec<String> = rest.iter().map(ToString::to_string).collect();
+    (!rest.is_empty()).then(|| (server, rest.join(",")))
 }
 
 impl Scheduling {

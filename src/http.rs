@@ -56,6 +56,25 @@ impl HttpThreads {
     }
 }
 
+/// The CPUs the calling thread may run on (its affinity mask), in order; empty where that
+/// can't be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::thread::{CpuSet, sched_getaffinity};
+        sched_getaffinity(None).map_or_else(
+            |_| Vec::new(),
+            |set| {
+                (0..CpuSet::MAX_CPU)
+                    .filter(|&cpu| set.is_set(cpu))
+                    .collect()
+            },
+        )
+    }
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
+}
+
 /// Pins the calling thread to `cpu`.
 #[cfg(target_os = "linux")]
 fn pin_current_thread(cpu: usize) -> Result<()> {
@@ -322,15 +341,6 @@ mod tests {
         drop(streams);
         stop.send(()).unwrap();
         runtime.block_on(server).unwrap().unwrap();
-    }
-
-    /// The CPUs this thread may run on, as a list.
-    #[cfg(target_os = "linux")]
-    fn allowed_cpus() -> Vec<usize> {
-        let set = rustix::thread::sched_getaffinity(None).unwrap();
-        (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|&cpu| set.is_set(cpu))
-            .collect()
     }
 
     /// `[server] http_cpus`: each HTTP thread runs only on its CPU, and a CPU the process may
