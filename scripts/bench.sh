@@ -131,7 +131,10 @@ hbidx_batch_rps=$(wrk_rps 'lookup by phone over HTTP (wrk, SCHED_BATCH)')
 # The same server with one HTTP thread ([server] workers = 1), which leaves the other core to
 # the co-located wrk: the setting for a 2-core box whose clients run on it.
 hbidx_one_rps=$(wrk_rps 'lookup by phone over HTTP, 1 server thread (wrk)')
-hbidx_pinned_rps=$(wrk_rps 'lookup by phone over HTTP, 1 server thread pinned, wrk on the other CPUs')
+pinned_row='lookup by phone over HTTP, 1 server thread pinned, wrk on the other CPUs'
+hbidx_pinned_rps=$(wrk_rps "$pinned_row")
+# The CPUs hbidx bench ran wrk on (all but the one its pinned HTTP thread had); pgbench gets them.
+CLIENT_CPUS=$(grep -F "| $pinned_row |" <<<"$hbidx_rows" | sed -nE 's/.*, wrk on CPUs ([0-9,]+) \|$/\1/p')
 
 csv_rows=$(wc -l <"$WORK/people.csv")
 [[ $csv_rows -eq $ROWS ]] || die "people.csv has $csv_rows rows, expected $ROWS"
@@ -239,9 +242,7 @@ read -r pg_tps pg_lat pg_failed <<<"$res"
 log "pgbench ${PG_SECONDS}s: pg_lookup.sql under SCHED_BATCH (compared with wrk under SCHED_BATCH)"
 res=$(PG_SCHED=batch run_pgbench "$PG_SECONDS" pg_lookup.sql "${main_vars[@]}")
 read -r pgb_tps pgb_lat pgb_failed <<<"$res"
-# hbidx bench's pinned row keeps wrk off the first CPU the process may use (its one HTTP thread
-# runs there); pgbench gets the same CPUs, and PostgreSQL's backends stay free to use all of them.
-CLIENT_CPUS=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[1:])))' 2>/dev/null || true)
+# pgbench on the CPUs hbidx bench kept wrk on; PostgreSQL's backends stay free to use them all.
 if [[ -n $hbidx_pinned_rps && -n $CLIENT_CPUS ]]; then
     log "pgbench ${PG_SECONDS}s: pg_lookup.sql on CPUs $CLIENT_CPUS (compared with hbidx's pinned row)"
     res=$(PG_SCHED=offcpu run_pgbench "$PG_SECONDS" pg_lookup.sql "${main_vars[@]}")

@@ -564,6 +564,11 @@ async fn run_wrk(
     let (wrk_threads, connections, seconds) =
         (args.wrk_threads, args.connections, args.lookup_seconds);
     let script = script.display().to_string();
+    // scripts/bench.sh reads the client's CPUs from the row, to run pgbench on the same ones.
+    let client_cpus = match &scheduling {
+        Scheduling::OffCpus(cpus) => format!(", wrk on CPUs {cpus}"),
+        _ => String::new(),
+    };
     let output = tokio::task::spawn_blocking(move || {
         let mut command = match scheduling {
             Scheduling::Normal => Command::new("wrk"),
@@ -596,7 +601,7 @@ async fn run_wrk(
             let text = String::from_utf8_lossy(&output.stdout);
             Row(
                 label,
-                summarize_wrk(&text, wrk_threads, connections, workers),
+                summarize_wrk(&text, wrk_threads, connections, workers) + &client_cpus,
             )
         }
         Ok(output) => Row(
