@@ -226,11 +226,11 @@ fn print_examples(
     let tail = &person.phone[person.phone.len().saturating_sub(4)..];
     match generated_key {
         Some(key) => println!(
-            "\nEvery route but /healthz needs an API key. Generated one for this run \
+            "\nEvery route but the health checks, /dashboard and /openapi.json needs an API key. Generated one for this run \
              (choose your own with --api-key or HBIDX_API_KEY):\n\n  export HBIDX_API_KEY={key}"
         ),
         None => println!(
-            "\nEvery route but /healthz needs an API key; the examples use yours:\n\n  \
+            "\nEvery route but the health checks, /dashboard and /openapi.json needs an API key; the examples use yours:\n\n  \
              export HBIDX_API_KEY=<the key you gave with --api-key>   # unless it is set already"
         ),
     }
@@ -257,7 +257,8 @@ fn print_examples(
         "  {curl} -X POST '{base}/rows:batch-lookup' -H 'content-type: application/json' \\\n       -d '{{\"field\":\"phone\",\"values\":[\"{}\",\"13800138000\"]}}'",
         person.phone
     );
-    println!("  {curl} 'http://{listen}/v1/indexer/status'\n");
+    println!("  {curl} 'http://{listen}/v1/indexer/status'");
+    println!("\nThe API's OpenAPI 3.1 document: http://{listen}/openapi.json\n");
 }
 
 fn print_thrift_example(thrift: SocketAddr, table: &TableConfig) {

@@ -117,8 +117,9 @@ enum Command {
     },
     /// Run hbidx for real: the embedded store, indexers and the REST service.
     ///
-    /// Every route but /healthz and /readyz needs an API key (`Authorization: Bearer KEY`):
-    /// configure [[security.keys]] or pass --api-key. Without any key it refuses to start.
+    /// Every route but /healthz, /readyz, /dashboard and /openapi.json needs an API key
+    /// (`Authorization: Bearer KEY`): configure [[security.keys]] or pass --api-key. Without
+    /// any key it refuses to start.
     Serve {
         /// REST address [default: `[server] listen`, else 127.0.0.1:8080].
         #[arg(long, value_name = "ADDR")]

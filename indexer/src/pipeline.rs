@@ -59,7 +59,7 @@ impl Default for CommitPolicy {
 }
 
 /// One partition of a table's source, as the status endpoint shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct PartitionStatus {
     pub source: String,
     pub partition: i32,

@@ -72,8 +72,9 @@ impl Scope {
 /// What a route needs from the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// No key: the health checks (probes can't send one) and the dashboard's HTML shell, which
-    /// holds no data and takes the key from its URL fragment for its own data requests.
+    /// No key: the health checks (probes can't send one), the OpenAPI document, and the
+    /// dashboard's HTML shell, which holds no data and takes the key from its URL fragment for
+    /// its own data requests.
     Public,
     /// Any valid key, whatever its scopes: the list of tables (names and field kinds only).
     AnyKey,
@@ -84,7 +85,7 @@ pub enum Access {
 /// fallback; a key is still required, so anonymous callers can't probe which routes exist).
 pub fn access_for(method: &Method, route: Option<&str>) -> Access {
     match route {
-        Some("/healthz" | "/readyz" | "/dashboard") => Access::Public,
+        Some("/healthz" | "/readyz" | "/dashboard" | "/openapi.json") => Access::Public,
         Some("/v1/tables") | None => Access::AnyKey,
         Some(
             "/v1/tables/{table}/rows"

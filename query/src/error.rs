@@ -8,7 +8,29 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hbidx_indexer::IndexerError;
 use hbidx_store::StoreError;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The body of every error answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorResponse {
+    pub error: ErrorBody,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable machine-readable code: `bad_request`, `not_found`, `unauthorized`, `forbidden`,
+    /// `rate_limited`, `conflict`, `payload_too_large`, `index_wait_timeout`,
+    /// `store_unavailable`, `log_unavailable`, `store_table_missing`, `store_rejected`,
+    /// `internal`.
+    #[schema(example = "bad_request")]
+    pub code: &'static str,
+    /// What is wrong, for people. Server errors say only to see the server log.
+    pub message: String,
+    /// The query parameter or body field at fault (4xx answers that have one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -139,11 +161,14 @@ impl IntoResponse for ApiError {
         } else {
             self.to_string()
         };
-        let mut body = json!({ "code": code, "message": message });
-        if let Some(field) = field {
-            body["field"] = json!(field);
-        }
-        let mut response = (status, Json(json!({ "error": body }))).into_response();
+        let body = ErrorResponse {
+            error: ErrorBody {
+                code,
+                message,
+                field,
+            },
+        };
+        let mut response = (status, Json(body)).into_response();
         match &self {
             // RFC 6750: a 401 names the scheme the client should use.
             ApiError::Unauthorized(_) => {

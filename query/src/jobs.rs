@@ -13,11 +13,12 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::extract::ApiJson;
 use crate::{ApiError, SharedState};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     Running,
@@ -26,11 +27,13 @@ pub enum JobState {
 }
 
 /// What `GET /v1/jobs/{id}` returns.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct JobStatus {
     pub id: u64,
+    /// `reindex` or `verify`.
     pub kind: &'static str,
     pub table: String,
+    /// What the job reads: `store` or `kafka`.
     pub from: String,
     pub state: JobState,
     /// `replaying` / `scanning`, `checking`, `swapping`, `done` (reindex); `index`, `store`,
@@ -43,7 +46,7 @@ pub struct JobStatus {
     pub error: Option<String>,
     /// The job's result, for jobs that have one (verify: the drift report).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub report: Option<serde_json::Value>,
+    pub report: Option<crate::verify::DriftReport>,
     pub started_ms: i64,
     pub finished_ms: Option<i64>,
 }
@@ -130,12 +133,39 @@ pub trait Reindexer: Send + Sync {
     fn start(&self, state: SharedState, table: String, from: String, job: u64);
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReindexRequest {
+    /// `store` (scan the table) or `kafka` (replay the topic).
+    #[schema(value_type = ReindexFrom)]
     pub from: String,
 }
 
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ReindexFrom {
+    Store,
+    Kafka,
+}
+
+/// Rebuilds a table's index in the background from the store or the Kafka topic, then swaps it
+/// in; lookups keep being answered from the old index meanwhile.
+#[utoipa::path(
+    post,
+    path = "/v1/tables/{table}/reindex",
+    tag = "jobs",
+    params(("table" = String, Path, description = "Table name")),
+    request_body = ReindexRequest,
+    security(("api_key" = ["admin"])),
+    responses(
+        (status = 202, description = "Started; follow it at /v1/jobs/{id}", body = JobStatus),
+        (status = 400, description = "The request is wrong, or the table can't be rebuilt from there", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 409, description = "A job is already running on the table", body = crate::ErrorResponse),
+        (status = 413, description = "The body is over the size limit", body = crate::ErrorResponse),
+    )
+)]
 pub async fn start_reindex(
     State(state): State<SharedState>,
     Path(table): Path<String>,
@@ -168,6 +198,19 @@ pub async fn start_reindex(
     Ok((StatusCode::ACCEPTED, Json(job)))
 }
 
+/// A job's progress and, when done, its result.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    params(("id" = u64, Path, description = "Job id")),
+    security(("api_key" = ["admin"])),
+    responses(
+        (status = 200, description = "The job", body = JobStatus),
+        (status = 400, description = "Not a job id", body = crate::ErrorResponse),
+        (status = 404, description = "No such job", body = crate::ErrorResponse),
+    )
+)]
 pub async fn get_job(
     State(state): State<SharedState>,
     Path(id): Path<String>,

@@ -13,6 +13,7 @@ mod error;
 mod extract;
 pub mod jobs;
 mod lookup;
+pub mod openapi;
 pub mod ops;
 mod repair;
 pub mod telemetry;
@@ -25,15 +26,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::handler::Handler;
 use axum::middleware;
-use axum::routing::{get, post};
 use hbidx_indexer::{Checkpoint, IndexerStats, TableSearcher};
 use hbidx_schema::config::TableConfig;
 use hbidx_store::RowStore;
 use tokio::sync::watch;
+use utoipa::OpenApi;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
-pub use error::ApiError;
+pub use error::{ApiError, ErrorResponse};
 
 /// Everything the service needs about one table.
 #[derive(Clone)]
@@ -108,6 +110,8 @@ pub struct AppState {
     pub ops: ops::Ops,
     /// Metric handles the per-request path reuses.
     pub metric_handles: telemetry::MetricHandles,
+    /// `GET /openapi.json`, rendered for this server's tables and limits at the first request.
+    pub(crate) openapi: std::sync::OnceLock<String>,
 }
 
 impl AppState {
@@ -128,6 +132,7 @@ impl AppState {
             metrics: None,
             ops: ops::Ops::default(),
             metric_handles: telemetry::MetricHandles::default(),
+            openapi: std::sync::OnceLock::new(),
         }
     }
 
@@ -156,10 +161,6 @@ impl AppState {
 pub type SharedState = Arc<AppState>;
 
 pub fn app(state: SharedState) -> Router {
-    // Only on the routes that read a body: a layer over the whole router would cost every
-    // request (lookups included) a boxed service and future. A new route that reads a body
-    // must get it too, or it falls back to axum's 2 MB default.
-    let body_limit = DefaultBodyLimit::max(state.limits.max_body_bytes);
     // Counters that may stay at 0 for a long time are exported at 0 from the start, so
     // `rate()` works and dashboards show "none" rather than "no data".
     for table in state.tables.keys() {
@@ -170,39 +171,38 @@ pub fn app(state: SharedState) -> Router {
             metrics::counter!(name, "table" => table.clone()).increment(0);
         }
     }
-    Router::new()
-        .route("/healthz", get(health))
-        .route("/readyz", get(ready))
-        .route("/v1/tables", get(list_tables))
-        .route("/v1/tables/{table}/rows", get(lookup::get_rows))
-        .route(
-            "/v1/tables/{table}/rows:batch-lookup",
-            post(lookup::batch_lookup).layer(body_limit),
-        )
-        .route(
-            "/v1/tables/{table}/rows/{key}",
-            get(write::get_row)
-                .put(write::put_row.layer(body_limit))
-                .delete(write::delete_row),
-        )
-        .route("/v1/tables/{table}/rowkey", get(write::rowkey))
-        .route(
-            "/v1/tables/{table}/reindex",
-            post(jobs::start_reindex).layer(body_limit),
-        )
-        .route(
-            "/v1/tables/{table}/verify",
-            post(verify::start_verify).layer(body_limit),
-        )
-        .route("/v1/jobs/{id}", get(jobs::get_job))
-        .route("/v1/indexer/status", get(indexer_status))
-        .route("/v1/ops/summary", get(ops::summary))
-        .route("/metrics", get(telemetry::metrics_text))
-        .route("/dashboard", get(ops::dashboard))
+    let (router, _) = routes(state.limits.max_body_bytes).split_for_parts();
+    router
         // Every route and the fallback (so an unknown path still needs a key); it sees the
         // route's `MatchedPath`, since `Router::layer` wraps each route after matching.
         .layer(middleware::from_fn_with_state(state.clone(), front))
         .with_state(state)
+}
+
+/// Every route, each registered with its OpenAPI operation (`openapi::document` is built from
+/// the same list).
+pub(crate) fn routes(max_body_bytes: usize) -> OpenApiRouter<SharedState> {
+    // Only on the routes that read a body: a layer over the whole router would cost every
+    // request (lookups included) a boxed service and future. A new route that reads a body
+    // must get it too, or it falls back to axum's 2 MB default.
+    let body_limit = DefaultBodyLimit::max(max_body_bytes);
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(openapi::serve))
+        .routes(routes!(list_tables))
+        .routes(routes!(lookup::get_rows))
+        .routes(routes!(lookup::batch_lookup).layer(body_limit))
+        .routes(routes!(write::get_row, write::delete_row))
+        .routes(routes!(write::put_row).layer(body_limit))
+        .routes(routes!(write::rowkey))
+        .routes(routes!(jobs::start_reindex).layer(body_limit))
+        .routes(routes!(verify::start_verify).layer(body_limit))
+        .routes(routes!(jobs::get_job))
+        .routes(routes!(indexer_status))
+        .routes(routes!(ops::summary))
+        .routes(routes!(telemetry::metrics_text))
+        .routes(routes!(ops::dashboard))
 }
 
 /// The one middleware in front of every request: the key check, then the handler, with the
@@ -234,10 +234,27 @@ async fn front(
     response
 }
 
+/// Liveness: the process serves HTTP.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "health",
+    responses((status = 200, description = "The process is up", body = String, content_type = "text/plain"))
+)]
 async fn health() -> &'static str {
     "ok"
 }
 
+/// Readiness: the row store answers.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "health",
+    responses(
+        (status = 200, description = "Ready to serve lookups", body = String, content_type = "text/plain"),
+        (status = 503, description = "The row store can't be reached", body = ErrorResponse),
+    )
+)]
 async fn ready(
     axum::extract::State(state): axum::extract::State<SharedState>,
 ) -> Result<&'static str, ApiError> {
@@ -248,63 +265,144 @@ async fn ready(
     Ok("ready")
 }
 
+/// `GET /v1/tables`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct TablesResponse {
+    pub tables: Vec<TableInfo>,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct TableInfo {
+    pub name: String,
+    /// The HBase namespace (`default` unless configured).
+    pub namespace: String,
+    /// The rowkey design, e.g. `substr(md5(uid),0,6) + uid`.
+    pub rowkey: String,
+    pub fields: Vec<FieldInfo>,
+}
+
+/// An indexed field: a lookup parameter of the table.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct FieldInfo {
+    pub name: String,
+    /// `phone`, `idcard`, `name` or `keyword`.
+    pub kind: &'static str,
+    /// The `family:qualifier` it indexes.
+    pub column: String,
+}
+
+/// The configured tables and their lookup fields. Any valid key may list them.
+#[utoipa::path(
+    get,
+    path = "/v1/tables",
+    tag = "tables",
+    security(("api_key" = [])),
+    responses((status = 200, description = "The tables this server indexes", body = TablesResponse))
+)]
 async fn list_tables(
     axum::extract::State(state): axum::extract::State<SharedState>,
-) -> axum::Json<serde_json::Value> {
+) -> axum::Json<TablesResponse> {
     let mut tables: Vec<_> = state
         .tables
         .values()
-        .map(|table| {
-            let fields: Vec<_> = table
+        .map(|table| TableInfo {
+            name: table.config.name.clone(),
+            namespace: table.config.namespace.clone(),
+            rowkey: table.config.rowkey.describe(),
+            fields: table
                 .config
                 .fields
                 .iter()
-                .map(|f| serde_json::json!({"name": f.name, "kind": f.kind.as_str(), "column": f.column}))
-                .collect();
-            serde_json::json!({
-                "name": table.config.name,
-                "namespace": table.config.namespace,
-                "rowkey": table.config.rowkey.describe(),
-                "fields": fields,
-            })
+                .map(|f| FieldInfo {
+                    name: f.name.clone(),
+                    kind: f.kind.as_str(),
+                    column: f.column.clone(),
+                })
+                .collect(),
         })
         .collect();
-    tables.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    axum::Json(serde_json::json!({ "tables": tables }))
+    tables.sort_by(|a, b| a.name.cmp(&b.name));
+    axum::Json(TablesResponse { tables })
 }
 
+/// `GET /v1/indexer/status`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct IndexerStatusResponse {
+    /// Table name → its indexer's state.
+    pub tables: std::collections::BTreeMap<String, TableIndexerStatus>,
+    /// Lookup requests served (a batch counts once).
+    pub lookups: u64,
+    /// Index hits dropped because the row no longer matched or existed.
+    pub stale_dropped: u64,
+    pub read_repairs: u64,
+    pub repairs_skipped: u64,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct TableIndexerStatus {
+    /// `"{source}/{partition}"` → offset of the last event covered by an index commit.
+    pub checkpoint: std::collections::BTreeMap<String, i64>,
+    pub events: u64,
+    pub commits: u64,
+    pub invalid_values: u64,
+    pub errors: u64,
+    /// Milliseconds since the epoch of the last commit (0: none yet).
+    pub last_commit_ms: u64,
+    pub partitions: Vec<hbidx_indexer::PartitionStatus>,
+    pub dead_letters: u64,
+    /// Live rows in the committed index.
+    pub rows: u64,
+    pub docs: u64,
+    pub segments: u64,
+    pub index_bytes: u64,
+}
+
+/// Each table's indexer: checkpoints, counters, lag per partition, index size.
+#[utoipa::path(
+    get,
+    path = "/v1/indexer/status",
+    tag = "ops",
+    security(("api_key" = ["admin"])),
+    responses((status = 200, description = "Indexer state per table", body = IndexerStatusResponse))
+)]
 async fn indexer_status(
     axum::extract::State(state): axum::extract::State<SharedState>,
-) -> axum::Json<serde_json::Value> {
-    let mut tables = serde_json::Map::new();
-    for (name, table) in &state.tables {
-        // Index counts come from the indexer thread (refreshed at each commit): walking
-        // segments here would block the runtime.
-        let stats = &table.stats;
-        let checkpoint = table.indexed.borrow().clone();
-        tables.insert(
-            name.clone(),
-            serde_json::json!({
-                "checkpoint": checkpoint.positions,
-                "events": stats.events.load(Ordering::Relaxed),
-                "commits": stats.commits.load(Ordering::Relaxed),
-                "invalid_values": stats.invalid_values.load(Ordering::Relaxed),
-                "errors": stats.errors.load(Ordering::Relaxed),
-                "last_commit_ms": stats.last_commit_ms.load(Ordering::Relaxed),
-                "partitions": *stats.partitions.lock().unwrap_or_else(|p| p.into_inner()),
-                "dead_letters": stats.partitions.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|p| p.dead_letters).sum::<u64>(),
-                "rows": stats.rows.load(Ordering::Relaxed),
-                "docs": stats.docs.load(Ordering::Relaxed),
-                "segments": stats.segments.load(Ordering::Relaxed),
-                "index_bytes": stats.index_bytes.load(Ordering::Relaxed),
-            }),
-        );
-    }
-    axum::Json(serde_json::json!({
-        "tables": tables,
-        "lookups": state.counters.lookups.load(Ordering::Relaxed),
-        "stale_dropped": state.counters.stale_dropped.load(Ordering::Relaxed),
-        "read_repairs": state.counters.read_repairs.load(Ordering::Relaxed),
-        "repairs_skipped": state.counters.repairs_skipped.load(Ordering::Relaxed),
-    }))
+) -> axum::Json<IndexerStatusResponse> {
+    let tables = state
+        .tables
+        .iter()
+        .map(|(name, table)| {
+            // Index counts come from the indexer thread (refreshed at each commit): walking
+            // segments here would block the runtime.
+            let stats = &table.stats;
+            let partitions = stats
+                .partitions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let status = TableIndexerStatus {
+                checkpoint: table.indexed.borrow().positions.clone(),
+                events: stats.events.load(Ordering::Relaxed),
+                commits: stats.commits.load(Ordering::Relaxed),
+                invalid_values: stats.invalid_values.load(Ordering::Relaxed),
+                errors: stats.errors.load(Ordering::Relaxed),
+                last_commit_ms: stats.last_commit_ms.load(Ordering::Relaxed),
+                dead_letters: partitions.iter().map(|p| p.dead_letters).sum(),
+                partitions,
+                rows: stats.rows.load(Ordering::Relaxed),
+                docs: stats.docs.load(Ordering::Relaxed),
+                segments: stats.segments.load(Ordering::Relaxed),
+                index_bytes: stats.index_bytes.load(Ordering::Relaxed),
+            };
+            (name.clone(), status)
+        })
+        .collect();
+    let counters = &state.counters;
+    axum::Json(IndexerStatusResponse {
+        tables,
+        lookups: counters.lookups.load(Ordering::Relaxed),
+        stale_dropped: counters.stale_dropped.load(Ordering::Relaxed),
+        read_repairs: counters.read_repairs.load(Ordering::Relaxed),
+        repairs_skipped: counters.repairs_skipped.load(Ordering::Relaxed),
+    })
 }

@@ -14,13 +14,14 @@ use hbidx_schema::codec::printable;
 use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
 use hbidx_store::{Cell, Row};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
 use crate::extract::{ApiJson, JsonBody, QueryPairs};
 use crate::{ApiError, AppState, SharedState, TableRuntime};
 
 /// One row in a response. The shape is part of the public API (README: "Response shapes").
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RowOut {
     /// The natural key, when the rowkey design can rebuild it.
     pub key: Option<String>,
@@ -28,6 +29,7 @@ pub struct RowOut {
     pub rowkey: String,
     /// `family:qualifier` → value (UTF-8; invalid bytes are replaced).
     #[serde(serialize_with = "cells_as_text")]
+    #[schema(value_type = BTreeMap<String, String>)]
     pub cells: BTreeMap<String, Cell>,
 }
 
@@ -53,14 +55,69 @@ fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RowsResponse {
+    /// In rowkey order.
     pub rows: Vec<RowOut>,
+    /// Pass as `cursor=` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+    /// Rows in this page.
     pub count: usize,
     /// Index hits dropped because the row no longer matched or no longer existed.
     pub dropped_stale: usize,
+    /// Server time spent, in milliseconds.
     pub took_ms: f64,
+}
+
+/// How a `name` (or keyword) value is matched. Phone and idcard fields always match exactly
+/// (a phone's last digits go in `phone_suffix`).
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchParam {
+    Exact,
+    Prefix,
+    Partial,
+    Pinyin,
+}
+
+/// The query parameters of `GET /v1/tables/{table}/rows`. The handler reads the query string as
+/// ordered pairs (to name unknown and repeated parameters, and because a table's own field
+/// names are parameters too); this type is its documented shape, and
+/// query/tests/openapi.rs checks that the handler reads each one.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct LookupParams {
+    /// A phone number (mainland mobile, with or without +86). Also accepted: the name of any
+    /// indexed field of the table (`GET /v1/tables` lists them); `phone`, `idcard` and `name`
+    /// name the table's one field of that kind.
+    #[param(min_length = 1, example = "13800138000")]
+    phone: Option<String>,
+    /// The last 4 to 11 digits of a phone number.
+    #[param(min_length = 1, example = "8000")]
+    phone_suffix: Option<String>,
+    /// A PRC resident identity card number (18 characters, checksum verified).
+    #[param(min_length = 1, example = "11010519491231002X")]
+    idcard: Option<String>,
+    /// A name; how it matches is set by `match`.
+    #[param(min_length = 1, example = "张三")]
+    name: Option<String>,
+    /// Match mode of name and keyword fields.
+    #[serde(rename = "match")]
+    #[param(inline)]
+    match_mode: Option<MatchParam>,
+    /// Rows per page.
+    #[param(minimum = 1, maximum = 1000, default = 20)]
+    limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    #[param(min_length = 1)]
+    cursor: Option<String>,
+    /// Comma-separated `family:qualifier` or `family` projection.
+    #[param(min_length = 1, example = "info:name,info:phone")]
+    columns: Option<String>,
+    /// Rowkeys only, straight from the index: no store read and no re-check.
+    #[param(default = false)]
+    index_only: Option<bool>,
 }
 
 /// The match-mode label of a condition (`suffix` is the phone tail lookup).
@@ -392,6 +449,21 @@ pub(crate) fn audit_lookup<T>(
     }
 }
 
+/// Looks rows up by indexed field values: resolves them to rowkeys in the index, multi-gets the
+/// rows from the store and re-checks each against the lookup. Several fields are ANDed.
+#[utoipa::path(
+    get,
+    path = "/v1/tables/{table}/rows",
+    tag = "lookups",
+    params(("table" = String, Path, description = "Table name"), LookupParams),
+    security(("api_key" = ["lookup"])),
+    responses(
+        (status = 200, description = "A page of matching rows", body = RowsResponse),
+        (status = 400, description = "A parameter is wrong; `field` names it", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 503, description = "The row store can't be reached", body = crate::ErrorResponse),
+    )
+)]
 pub async fn get_rows(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,
@@ -495,24 +567,33 @@ async fn lookup_rows(
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"field": "phone", "values": ["13800138000", "18919415435"]}))]
 pub struct BatchLookupRequest {
     /// A field name or kind (`phone`, `idcard`, `name`).
     pub field: String,
+    /// The values to look up.
+    #[schema(min_items = 1, max_items = 1000)]
     pub values: Vec<String>,
+    /// Match mode of name and keyword fields.
     #[serde(default, rename = "match")]
+    #[schema(value_type = Option<MatchParam>)]
     pub match_mode: Option<String>,
+    /// `family:qualifier` or `family` projection.
     #[serde(default)]
+    #[schema(min_items = 1)]
     pub columns: Option<Vec<String>>,
+    /// Rowkeys only, straight from the index.
     #[serde(default)]
     pub index_only: bool,
     /// Rows returned per value at most (default 20).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000)]
     pub limit_per_value: Option<usize>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BatchResult {
     /// Position of the value in the request.
     pub index: usize,
@@ -523,8 +604,9 @@ pub struct BatchResult {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BatchResponse {
+    /// One per value, in request order.
     pub results: Vec<BatchResult>,
     pub count: usize,
     pub dropped_stale: usize,
@@ -534,6 +616,23 @@ pub struct BatchResponse {
 /// One batch value's condition and the rowkeys the index gave for it.
 type ValueHits = (Condition, Vec<Vec<u8>>);
 
+/// Looks up many values of one field in one call: every value through the index, then one
+/// multi-get for all their rows. A value that can't be looked up gets an `error` of its own.
+#[utoipa::path(
+    post,
+    path = "/v1/tables/{table}/rows:batch-lookup",
+    tag = "lookups",
+    params(("table" = String, Path, description = "Table name")),
+    request_body = BatchLookupRequest,
+    security(("api_key" = ["lookup"])),
+    responses(
+        (status = 200, description = "Rows per value", body = BatchResponse),
+        (status = 400, description = "The body is wrong; `field` names what", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 413, description = "The body is over the size limit", body = crate::ErrorResponse),
+        (status = 503, description = "The row store can't be reached", body = crate::ErrorResponse),
+    )
+)]
 pub async fn batch_lookup(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,

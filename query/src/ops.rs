@@ -373,7 +373,7 @@ fn derive(now: &Snapshot, then: &Snapshot, seconds: f64) -> BTreeMap<String, f64
 }
 
 /// A table's rowkeys over its regions, as the page draws it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HotspotView {
     /// Where the regions come from (`codec, 10 regions`, `configured hex`, …).
     pub splits: String,
@@ -388,7 +388,7 @@ pub struct HotspotView {
     pub computed_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RegionView {
     /// HBase's printable form of the region's start key ("" = the start of the table).
     pub start: String,
@@ -614,8 +614,8 @@ pub fn spawn_sampler(state: &SharedState) -> tokio::task::JoinHandle<()> {
     })
 }
 
-#[derive(Serialize)]
-struct TableSummary {
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct TableSummary {
     name: String,
     rowkey: String,
     rows: u64,
@@ -627,11 +627,35 @@ struct TableSummary {
     last_commit_ms: u64,
     dead_letters: u64,
     partitions: Vec<hbidx_indexer::PartitionStatus>,
+    /// The table's rows per region, once the first report is built.
     hotspot: Option<HotspotView>,
 }
 
-/// `GET /v1/ops/summary`: everything the dashboard draws.
-pub async fn summary(State(state): State<SharedState>) -> Json<serde_json::Value> {
+/// `GET /v1/ops/summary`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct OpsSummary {
+    version: &'static str,
+    now_ms: u64,
+    /// Whether this process records metrics (the series are empty without).
+    metrics_enabled: bool,
+    interval_seconds: u64,
+    window_seconds: u64,
+    /// Sample times, ms since the epoch.
+    t: Vec<u64>,
+    /// Series name → one value per sample time (null where there was none).
+    series: BTreeMap<String, Vec<Option<f64>>>,
+    tables: Vec<TableSummary>,
+}
+
+/// Everything the dashboard draws: recent rates and latencies, lag, index sizes, region reports.
+#[utoipa::path(
+    get,
+    path = "/v1/ops/summary",
+    tag = "ops",
+    security(("api_key" = ["admin"])),
+    responses((status = 200, description = "The dashboard's data", body = OpsSummary))
+)]
+pub async fn summary(State(state): State<SharedState>) -> Json<OpsSummary> {
     let (t, series) = state.ops.series();
     let hotspots = state
         .ops
@@ -666,16 +690,16 @@ pub async fn summary(State(state): State<SharedState>) -> Json<serde_json::Value
         })
         .collect();
     tables.sort_by(|a, b| a.name.cmp(&b.name));
-    Json(serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "now_ms": now_ms(),
-        "metrics_enabled": state.metrics.is_some(),
-        "interval_seconds": SAMPLE_INTERVAL.as_secs(),
-        "window_seconds": WINDOW.as_secs(),
-        "t": t,
-        "series": series,
-        "tables": tables,
-    }))
+    Json(OpsSummary {
+        version: env!("CARGO_PKG_VERSION"),
+        now_ms: now_ms(),
+        metrics_enabled: state.metrics.is_some(),
+        interval_seconds: SAMPLE_INTERVAL.as_secs(),
+        window_seconds: WINDOW.as_secs(),
+        t,
+        series,
+        tables,
+    })
 }
 
 /// The page, with its stylesheet and script inlined: one public response, nothing fetched from
@@ -686,7 +710,14 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
         .replace("/*SCRIPT*/", include_str!("dashboard/dashboard.js"))
 });
 
-/// `GET /dashboard`.
+/// The dashboard page. Public: it holds no data, and reads its API key from the URL fragment
+/// (`/dashboard#key=…`) for its own requests to `/v1/ops/summary`.
+#[utoipa::path(
+    get,
+    path = "/dashboard",
+    tag = "ops",
+    responses((status = 200, description = "A self-contained HTML page", body = String, content_type = "text/html"))
+)]
 pub async fn dashboard() -> Response {
     (
         [

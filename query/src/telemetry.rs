@@ -411,6 +411,16 @@ pub fn export_index_metrics(state: &AppState) {
 }
 
 /// `GET /metrics`: the Prometheus text exposition of everything recorded in this process.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "ops",
+    security(("api_key" = ["admin"])),
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
+        (status = 404, description = "This process has no metrics recorder", body = crate::ErrorResponse),
+    )
+)]
 pub async fn metrics_text(State(state): State<SharedState>) -> Result<Response, ApiError> {
     let handle = state.metrics.as_ref().ok_or_else(|| ApiError::NotFound {
         what: "metrics (no recorder is installed in this process)".into(),

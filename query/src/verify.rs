@@ -25,6 +25,7 @@ use axum::http::StatusCode;
 use hbidx_indexer::repair::{Drift, DriftKind, diff_row, indexed_columns};
 use hbidx_store::{RowState, ScanRequest};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::extract::ApiJson;
 use crate::jobs::JobStatus;
@@ -35,10 +36,11 @@ const EXAMPLES: usize = 10;
 /// Rows per multi-get or scan batch.
 const BATCH: usize = 1000;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
     /// Compare this many sampled rows each way instead of everything.
+    #[schema(minimum = 1)]
     pub sample: Option<usize>,
     /// Compare everything (the default when `sample` is absent).
     #[serde(default)]
@@ -49,7 +51,7 @@ pub struct VerifyRequest {
 }
 
 /// One kind of drift: how many rows, and a few of them.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct Found {
     pub count: u64,
     /// Printable rowkeys (HBase's escaping), at most ten.
@@ -66,8 +68,9 @@ impl Found {
 }
 
 /// The drift report.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct DriftReport {
+    /// `full` or `sample`.
     pub mode: &'static str,
     pub index_rows_checked: u64,
     pub store_rows_checked: u64,
@@ -103,6 +106,21 @@ impl DriftReport {
 
 /// `POST /v1/tables/{table}/verify` → 202 with the job; the report appears in
 /// `GET /v1/jobs/{id}` when it is done.
+#[utoipa::path(
+    post,
+    path = "/v1/tables/{table}/verify",
+    tag = "jobs",
+    params(("table" = String, Path, description = "Table name")),
+    request_body = VerifyRequest,
+    security(("api_key" = ["admin"])),
+    responses(
+        (status = 202, description = "Started; the drift report appears at /v1/jobs/{id}", body = crate::jobs::JobStatus),
+        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 409, description = "A job is already running on the table", body = crate::ErrorResponse),
+        (status = 413, description = "The body is over the size limit", body = crate::ErrorResponse),
+    )
+)]
 pub async fn start_verify(
     State(state): State<SharedState>,
     Path(table): Path<String>,
@@ -133,9 +151,7 @@ pub async fn start_verify(
         let result = run(&task_state, &table, &request, id).await;
         match result {
             Ok(report) => {
-                task_state.jobs.update(id, |job| {
-                    job.report = serde_json::to_value(&report).ok();
-                });
+                task_state.jobs.update(id, |job| job.report = Some(report));
                 task_state.jobs.finish(id, Ok(()));
             }
             Err(err) => task_state.jobs.finish(id, Err(err.to_string())),

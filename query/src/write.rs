@@ -18,29 +18,64 @@ use hbidx_schema::codec::printable;
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
 use crate::extract::{ApiJson, QueryPairs};
 use crate::{ApiError, SharedState, TableRuntime};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"cells": {"info:name": "张三", "info:phone": "13800138000"}}))]
 pub struct PutBody {
-    /// `family:qualifier` → value.
+    #[schema(schema_with = cells_schema)]
     pub cells: BTreeMap<String, String>,
     /// Cell timestamp in ms since the epoch; defaults to now.
     #[serde(default)]
+    #[schema(minimum = 0)]
     pub ts: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
+/// `cells`: a map with at least one entry (utoipa has no `min_properties` on a field).
+fn cells_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .description(Some("`family:qualifier` → value; at least one"))
+        .additional_properties(Some(
+            utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::Type::String),
+        ))
+        .min_properties(Some(1))
+        .build()
+}
+
+/// `?wait=` of a write.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct WriteParams {
+    /// `stored` (the default) answers once the store (or the table's Kafka topic) has the
+    /// write; `indexed` once this instance's index has it too (read-your-writes).
+    #[param(inline)]
+    wait: Option<WaitFor>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitFor {
+    Stored,
+    Indexed,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
 pub struct WriteResponse {
+    /// The natural key written.
     pub key: String,
+    /// Its rowkey in HBase's printable form.
     pub rowkey: String,
     /// Where the write landed: the change feed (partition 0) or the Kafka topic's partition, and
     /// its offset there (what `wait=indexed` waits for).
     pub partition: Option<i32>,
     pub offset: Option<i64>,
+    /// Whether the answer waited until the index had the write.
     pub indexed: bool,
     pub took_ms: f64,
 }
@@ -200,6 +235,28 @@ async fn write_through(
     Ok(landed)
 }
 
+/// Writes cells of one row through to the store (or the table's Kafka topic). Indexed values
+/// are validated first.
+#[utoipa::path(
+    put,
+    path = "/v1/tables/{table}/rows/{key}",
+    tag = "writes",
+    params(
+        ("table" = String, Path, description = "Table name"),
+        ("key" = String, Path, description = "The row's natural key (its rowkey is computed by the table's design)", example = "u00000001"),
+        WriteParams,
+    ),
+    request_body = PutBody,
+    security(("api_key" = ["write"])),
+    responses(
+        (status = 200, description = "Written", body = WriteResponse),
+        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 413, description = "The body is over the size limit", body = crate::ErrorResponse),
+        (status = 503, description = "The store or the table's topic can't be reached; nothing was written", body = crate::ErrorResponse),
+        (status = 504, description = "Written, but not indexed within the wait limit", body = crate::ErrorResponse),
+    )
+)]
 pub async fn put_row(
     State(state): State<SharedState>,
     Path((table_name, key)): Path<(String, String)>,
@@ -279,6 +336,25 @@ pub async fn put_row(
     }))
 }
 
+/// Deletes a row (every candidate rowkey of a salted design).
+#[utoipa::path(
+    delete,
+    path = "/v1/tables/{table}/rows/{key}",
+    tag = "writes",
+    params(
+        ("table" = String, Path, description = "Table name"),
+        ("key" = String, Path, description = "The row's natural key", example = "u00000001"),
+        WriteParams,
+    ),
+    security(("api_key" = ["write"])),
+    responses(
+        (status = 200, description = "Deleted (also when there was no such row)", body = WriteResponse),
+        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 503, description = "The store or the table's topic can't be reached; nothing was written", body = crate::ErrorResponse),
+        (status = 504, description = "Deleted, but not indexed within the wait limit", body = crate::ErrorResponse),
+    )
+)]
 pub async fn delete_row(
     State(state): State<SharedState>,
     Path((table_name, key)): Path<(String, String)>,
@@ -316,7 +392,7 @@ pub async fn delete_row(
     }))
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RowkeyResponse {
     pub key: String,
     pub design: String,
@@ -326,6 +402,22 @@ pub struct RowkeyResponse {
     pub rowkeys_hex: Vec<String>,
 }
 
+/// The rowkey calculator: the rowkey(s) a natural key is stored under.
+#[utoipa::path(
+    get,
+    path = "/v1/tables/{table}/rowkey",
+    tag = "tables",
+    params(
+        ("table" = String, Path, description = "Table name"),
+        ("key" = String, Query, description = "The natural key", min_length = 1, example = "u00000001"),
+    ),
+    security(("api_key" = ["lookup"])),
+    responses(
+        (status = 200, description = "The rowkeys", body = RowkeyResponse),
+        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+    )
+)]
 pub async fn rowkey(
     State(state): State<SharedState>,
     Path(table_name): Path<String>,
@@ -353,6 +445,23 @@ pub async fn rowkey(
 
 /// `GET /v1/tables/{table}/rows/{key}`: the row of a natural key, straight from the store (no
 /// index involved). With a random salt every candidate rowkey is fetched.
+#[utoipa::path(
+    get,
+    path = "/v1/tables/{table}/rows/{key}",
+    tag = "lookups",
+    params(
+        ("table" = String, Path, description = "Table name"),
+        ("key" = String, Path, description = "The row's natural key", example = "u00000001"),
+        ("columns" = Option<String>, Query, description = "Comma-separated `family:qualifier` or `family` projection", min_length = 1),
+    ),
+    security(("api_key" = ["lookup"])),
+    responses(
+        (status = 200, description = "The row", body = crate::lookup::RowsResponse),
+        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
+        (status = 404, description = "No such table, or no such row", body = crate::ErrorResponse),
+        (status = 503, description = "The row store can't be reached", body = crate::ErrorResponse),
+    )
+)]
 pub async fn get_row(
     State(state): State<SharedState>,
     caller: Option<Extension<Caller>>,

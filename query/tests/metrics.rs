@@ -7,72 +7,11 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use hbidx_indexer::{CHANGE_FEED, WriterOptions, open_table_index};
-use hbidx_query::auth::{Auth, SecurityConfig};
-use hbidx_query::{AppState, TableRuntime, app, telemetry};
-use hbidx_schema::model::{CellOp, Mutation};
-use hbidx_store::{EmbeddedStore, MeteredStore, RowStore};
-use http_body_util::BodyExt;
-use tower::ServiceExt;
+use hbidx_query::{app, telemetry};
 
-const PHONE: &str = "13800138000";
-/// The API key of every state built here (all scopes).
-const KEY: &str = "metrics_test_key_0123456789abcdefghij";
+mod util;
 
-/// One table with one indexed row (u1, PHONE) in the store and the committed index.
-async fn state(dir: &std::path::Path) -> AppState {
-    let config =
-        hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
-    let table = Arc::new(config.table("user").unwrap().clone());
-    let store = Arc::new(EmbeddedStore::open(&dir.join("store"), &["user".into()]).unwrap());
-    let (mut writer, searcher) =
-        open_table_index(&dir.join("index"), table.clone(), &WriterOptions::default()).unwrap();
-    let put = Mutation {
-        table: "user".into(),
-        rowkey: table.rowkey.encode("u1").unwrap(),
-        ops: vec![CellOp::Put {
-            column: "info:phone".into(),
-            ts: 1,
-            value: PHONE.as_bytes().to_vec(),
-        }],
-    };
-    writer.apply(&put, CHANGE_FEED, 0, 1).unwrap();
-    let checkpoint = writer.commit().unwrap();
-    store.mutate(vec![put]).await.unwrap();
-    let (_tx, indexed) = tokio::sync::watch::channel(checkpoint);
-    let row_store: Arc<dyn RowStore> = Arc::new(MeteredStore::new(store, "embedded"));
-    let mut security = SecurityConfig::default();
-    security.add_plaintext_key("test", KEY, "test key").unwrap();
-    AppState::new(
-        row_store,
-        vec![TableRuntime {
-            config: table,
-            searcher,
-            indexed,
-            stats: Default::default(),
-            publisher: None,
-        }],
-    )
-    .with_auth(Auth::new(&security))
-}
-
-async fn call(router: &axum::Router, uri: &str) -> (StatusCode, String) {
-    send(
-        router,
-        Request::get(uri)
-            .header("authorization", format!("Bearer {KEY}"))
-            .body(Body::empty())
-            .unwrap(),
-    )
-    .await
-}
-
-async fn send(router: &axum::Router, request: Request<Body>) -> (StatusCode, String) {
-    let response = router.clone().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
-}
+use util::{KEY, PHONE, call, send, state};
 
 // current_thread (the default): the local recorder is per thread.
 #[tokio::test]
