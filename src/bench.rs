@@ -1,4 +1,4 @@
-//! `hbidx bench`: the numbers in the README's Performance section.
+//! `hbidx bench`: the numbers in docs/benchmarks.md (which says what each row measures).
 //!
 //! Benchmarks, not timed tests: nothing here asserts, it measures and prints. Phases:
 //! 1. load N people into the embedded store (the change feed fills up; timed separately);
@@ -313,7 +313,7 @@ pub async fn run(
     // Phase 5: HTTP lookups with wrk, against the service as `serve` runs it: with the
     // dashboard sampler, which is also what drains the metrics' histogram samples into their
     // buckets every 2 s. Without it every lookup's samples pile up for the whole run (three
-    // histograms a request): the bench's RSS was 348 MB instead of 236 MB.
+    // histograms a request): on the order of 100 MB more RSS by the end of the lookups.
     let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
     let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
     let addr = server.addr;

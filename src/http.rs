@@ -2,11 +2,11 @@
 //! the connections handed to it, instead of one work-stealing runtime for everything.
 //!
 //! Why: a lookup is ~15 µs of server CPU, and on tokio's multi-thread scheduler some of that
-//! went to moving work between threads: the thread that polled epoll woke another to run the
-//! ready connection, tasks were stolen across cores, and each connection's buffers changed
+//! goes to moving work between threads: the thread that polled epoll wakes another to run the
+//! ready connection, tasks are stolen across cores, and each connection's buffers change
 //! caches. A connection that stays on one thread, on a runtime that polls its own epoll, pays
-//! none of that: 2–6% less server CPU per lookup and +4–13% lookups/s, interleaved A/B on one
-//! data dir (README, Performance). Connections are dealt round-robin by one acceptor,
+//! none of that: a few percent less server CPU per lookup (docs/design/threads-and-http.md,
+//! docs/benchmarks.md). Connections are dealt round-robin by one acceptor,
 //! so every thread holds the same number of them (SO_REUSEPORT would hash them, and with a
 //! client pool of a few dozen connections the hash leaves threads unevenly loaded).
 //!
@@ -32,9 +32,9 @@ pub fn default_threads() -> usize {
 ///
 /// Why pin: on a small box, an HTTP thread that shares its core with anything runnable (a
 /// co-located client, HBase's own threads, the indexer) waits a whole scheduler slice (~3 ms)
-/// now and then, and that wait is the lookup p99. Measured on the 2-core bench machine, one
-/// HTTP thread, wrk -t2 -c64 on the other core: p99 1.05–1.09 ms in 4 of 4 runs pinned,
-/// 2.6–4.6 ms unpinned (README, Performance).
+/// now and then, and that wait is the lookup p99: pinned to a core of its own, a thread's p99
+/// stays around a millisecond; sharing one, it moves between one and a few milliseconds
+/// (docs/benchmarks.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpThreads {
     pub count: usize,

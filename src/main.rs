@@ -282,13 +282,13 @@ fn main() {
     }
 }
 
-/// Transparent huge pages off for this process (`prctl(PR_SET_THP_DISABLE)`; see the Memory
-/// decision in ARCHITECTURE.md). mimalloc asks for huge pages on its arenas and gives freed
-/// memory back to the kernel in pieces a second later (v3's purge delay); indexing frees and
-/// reallocates its buffers at every commit, so the kernel zeroed a fresh 2 MiB page again and again: 16% of
-/// the Kafka → index profile was `clear_page_erms`. With 4 KiB pages only the pages touched are
-/// zeroed: measured 19.6–21.2 → 15.5–16.0 µs per indexed event from the change feed, 21.9–24.9
-/// → 20.5–22.2 µs from Kafka. Best effort: a kernel without the prctl leaves the default.
+/// Transparent huge pages off for this process (`prctl(PR_SET_THP_DISABLE)`; see
+/// docs/design/memory.md). mimalloc asks for huge pages on its arenas and gives freed memory
+/// back to the kernel in pieces a second later (v3's purge delay); indexing frees and
+/// reallocates its buffers at every commit, so with huge pages the kernel zeroes a fresh 2 MiB
+/// page again and again (`clear_page_erms` high in the indexing profile). With 4 KiB pages only
+/// the pages touched are zeroed, roughly a quarter less CPU per indexed event. Best effort: a
+/// kernel without the prctl leaves the default.
 fn disable_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     if let Err(err) = rustix::thread::disable_transparent_huge_pages(true) {

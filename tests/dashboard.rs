@@ -2,7 +2,7 @@
 //! lookups are applied; the Grafana dashboard only queries metrics the binary exports; and
 //! `/dashboard`, opened in Debian's headless Chromium, loads, draws data in every chart and
 //! logs nothing to the console. The run leaves a screenshot in `target/dashboard.png`
-//! (`docs/dashboard.png` in the README is a copy of one).
+//! (`docs/dashboard.png`, shown in the README and docs/operations/dashboard.md, is a copy of one).
 
 mod util;
 

@@ -1,6 +1,6 @@
 //! Event formats on Kafka topics, decoded into the one mutation model (`hbidx_schema::model`).
 //!
-//! - [`Format::Json`]: hbidx's own JSON mutation events (README: "Kafka event formats").
+//! - [`Format::Json`]: hbidx's own JSON mutation events (docs/guide/kafka.md, "Event formats").
 //! - [`Format::HbaseKafkaProxy`]: the Apache hbase-connectors Kafka Proxy's `HBaseKafkaEvent`,
 //!   bare Avro binary, one message per cell.
 //!

@@ -20,7 +20,7 @@ use crate::auth::Caller;
 use crate::extract::{ApiJson, JsonBody, QueryPairs};
 use crate::{ApiError, AppState, SharedState, TableRuntime};
 
-/// One row in a response. The shape is part of the public API (README: "Response shapes").
+/// One row in a response. The shape is part of the public API (docs/guide/lookups.md).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RowOut {
     /// The natural key, when the rowkey design can rebuild it.

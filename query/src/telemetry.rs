@@ -39,8 +39,9 @@ impl MetricKind {
     }
 }
 
-/// One exported metric: its name, kind, labels and meaning. The README's metrics table and the
-/// `# HELP` lines come from here.
+/// One exported metric: its name, kind, labels and meaning. The metrics reference
+/// (docs/reference/metrics.md, rendered by [`metrics_reference_markdown`]) and the `# HELP`
+/// lines come from here.
 #[derive(Debug, Clone, Copy)]
 pub struct MetricDoc {
     pub name: &'static str,
@@ -256,6 +257,23 @@ pub const CATALOGUE: &[MetricDoc] = &[
     ),
 ];
 
+/// The metrics table of docs/reference/metrics.md, one row per [`CATALOGUE`] entry, so the
+/// reference can't drift from what `/metrics` exports (a unit test compares the two).
+pub fn metrics_reference_markdown() -> String {
+    let mut out = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for metric in CATALOGUE {
+        // A `|` would end the cell early; no text has one today, but the table must stay a table.
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            metric.name,
+            metric.kind.as_str(),
+            metric.labels,
+            metric.help.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
 /// Latency buckets (seconds) for every `*_seconds` histogram: 100 µs (an in-memory lookup)
 /// up to 10 s (a commit stalled on a slow disk). Buckets, not summaries, so Prometheus can
 /// aggregate across instances and `histogram_quantile` works.
@@ -458,17 +476,43 @@ mod tests {
         }
     }
 
+    /// docs/reference/metrics.md holds the rendered table between its marker comments. When it
+    /// differs, the test fails, or rewrites the file with `HBIDX_UPDATE_DOCS=1`.
     #[test]
-    fn every_metric_is_documented_in_the_readme() {
-        let readme = include_str!("../../README.md");
-        for metric in CATALOGUE {
-            let row = format!("| `{}` | {} |", metric.name, metric.kind.as_str());
-            assert!(
-                readme.contains(&row),
-                "README lacks the row for {}",
-                metric.name
+    fn metrics_reference_matches_the_catalogue() {
+        const BEGIN: &str = "<!-- metrics:begin -->\n";
+        const END: &str = "<!-- metrics:end -->";
+        let manifest_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = manifest_dir
+            .parent()
+            .unwrap_or(manifest_dir)
+            .join("docs/reference/metrics.md");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("reading {}: {err}", path.display()));
+        let start = text.find(BEGIN).map(|at| at + BEGIN.len());
+        let end = text.find(END);
+        let (Some(start), Some(end)) = (start, end) else {
+            panic!(
+                "{} lacks the {BEGIN:?} … {END:?} markers around the metrics table",
+                path.display()
             );
+        };
+        assert!(start <= end, "{}: markers out of order", path.display());
+        let rendered = metrics_reference_markdown();
+        if text[start..end] == rendered {
+            return;
         }
+        if std::env::var("HBIDX_UPDATE_DOCS").as_deref() == Ok("1") {
+            let updated = format!("{}{rendered}{}", &text[..start], &text[end..]);
+            std::fs::write(&path, updated)
+                .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+            return;
+        }
+        panic!(
+            "the metrics table in {} differs from telemetry::CATALOGUE; rewrite it with \
+             `HBIDX_UPDATE_DOCS=1 cargo test -p hbidx-query --lib telemetry` and commit the file",
+            path.display()
+        );
     }
 
     #[test]

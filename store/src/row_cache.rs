@@ -1,10 +1,10 @@
 //! A bounded cache of recently read rows (their encoded bytes, as stored) in front of a table's
 //! fjall keyspace.
 //!
-//! Why: a lookup's row read was a descent of fjall's memtable skiplist, ~9% of a lookup's
-//! server CPU with 100k rows (a cache miss per level); a hash probe is a few. Measured: 15–16
-//! instead of 17–18 µs of server CPU per lookup, +10% lookups/s (README, Performance). HBase
-//! keeps a BlockCache and PostgreSQL its shared buffers for the same reason.
+//! Why: without it a lookup's row read is a descent of fjall's memtable skiplist, a cache miss
+//! per level and several percent of a lookup's server CPU; a hash probe is a few misses. On the
+//! order of 10% more lookups/s (docs/design/row-cache.md). HBase keeps a BlockCache and
+//! PostgreSQL its shared buffers for the same reason.
 //!
 //! Consistency with writers. The cache is only filled by reads and only emptied by writes, and
 //! a read that raced a write must not put the older row back after the write removed it. Each
