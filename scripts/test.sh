@@ -3,8 +3,6 @@
 # the Kafka-protocol test broker when it is not running, then runs `cargo test --workspace`
 # (extra arguments are passed on). `--setup` only installs and starts.
 #
-# - cmake, libcurl4-openssl-dev (Debian): rdkafka's `cmake-build` compiles librdkafka from
-#   source; Debian's librdkafka 2.0 can't talk to the test broker. Only curl's header is used.
 # - chromium (Debian): tests/dashboard.rs opens /dashboard in headless Chromium and keeps a
 #   screenshot in target/dashboard.png. Browsers can't be downloaded here; Debian's is used.
 # - tansu 0.6.0 (crates.io) at /opt/tansu/bin/tansu: the broker for tests/kafka.rs. Building it
@@ -12,6 +10,10 @@
 #   127.0.0.1:9092 for the next run (in-memory storage, so nothing piles up on disk).
 # - happybase 1.2.0 (PyPI, pure Python on thriftpy2): the third-party HBase Thrift client that
 #   tests/gateway.rs runs against hbidx's Thrift gateway. Installed with pip when missing.
+# - schemathesis 4.32.5 and openapi-spec-validator 0.9.0 (PyPI): tests/contract.rs validates
+#   /openapi.json and runs schemathesis against a running demo. Installed with pip when missing.
+#
+# librdkafka needs nothing here: it is built from rdkafka's vendored source with configure/make.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,11 +21,8 @@ log() { printf '\n== %s\n' "$*"; }
 
 need=()
 command -v curl >/dev/null || need+=(curl)
-command -v cmake >/dev/null || need+=(cmake)
 command -v python3 >/dev/null || need+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
-[ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] \
-  || need+=(libcurl4-openssl-dev)
 # HBIDX_CHROMIUM points the test at another browser binary; then nothing is installed.
 [ -n "${HBIDX_CHROMIUM:-}" ] || [ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
@@ -35,14 +34,22 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq "${need[@]}"
 fi
 
+# Debian's own python3 refuses pip installs (PEP 668) unless told otherwise; a pyenv or venv
+# python takes the plain install.
+pip_install() {
+  log "python3 -m pip install $*"
+  python3 -m pip install --quiet "$@" || python3 -m pip install --quiet --break-system-packages "$@"
+}
 if ! python3 -c 'import happybase, sys; sys.exit(happybase.__version__ != "1.2.0")' 2>/dev/null; then
-  log "python3 -m pip install happybase==1.2.0"
-  # Debian's own python3 refuses pip installs (PEP 668) unless told otherwise; a pyenv or venv
-  # python takes the plain install.
-  python3 -m pip install --quiet happybase==1.2.0 \
-    || python3 -m pip install --quiet --break-system-packages happybase==1.2.0
+  pip_install happybase==1.2.0
   python3 -c 'import happybase' || { echo "happybase does not import after installing" >&2; exit 1; }
 fi
+if ! python3 -m pip show schemathesis 2>/dev/null | grep -qx 'Version: 4.32.5' \
+  || ! python3 -m pip show openapi-spec-validator 2>/dev/null | grep -qx 'Version: 0.9.0'; then
+  pip_install schemathesis==4.32.5 openapi-spec-validator==0.9.0
+fi
+python3 -c 'import schemathesis.cli, openapi_spec_validator' \
+  || { echo "schemathesis or openapi-spec-validator does not import after installing" >&2; exit 1; }
 
 TANSU=${HBIDX_TANSU:-/opt/tansu/bin/tansu}
 export HBIDX_TEST_KAFKA=${HBIDX_TEST_KAFKA:-127.0.0.1:9092}

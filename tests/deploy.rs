@@ -302,7 +302,8 @@ fn dockerfile_is_multi_stage_with_a_slim_runtime() {
     assert!(stages[0].contains(" AS builder"), "{stages:?}");
     assert!(stages.last().unwrap().contains("-slim"), "{stages:?}");
     let builder: String = text.split("FROM ").nth(1).unwrap().to_string();
-    assert!(builder.contains("cmake") && builder.contains("libcurl4-openssl-dev"));
+    // librdkafka builds with the image's own compiler and make: no cmake to install.
+    assert!(!builder.contains("apt-get install"), "{builder}");
     assert!(text.contains("COPY --from=builder"));
     // The default command's config is one of deploy/config's files (copied to /etc/hbidx).
     let cmd = text.lines().find(|l| l.starts_with("CMD ")).expect("a CMD");
