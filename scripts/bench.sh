@@ -23,8 +23,8 @@
 #
 # Why two ratios: wrk and pgbench share the two cores with the server they measure. A normally
 # scheduled client preempts the server each time a response wakes it. hbidx answers on one
-# event-loop thread per core, and then pays a context switch every couple of requests (server
-# CPU per lookup 18.0-18.2 µs instead of 16.7-17.0 µs, and 13-17% fewer lookups/s);
+# event-loop thread per core, and then pays a context switch every couple of requests (~1 µs
+# more server CPU per lookup, and 10-20% fewer lookups/s);
 # PostgreSQL, a process per connection, barely changes.
 # Under SCHED_BATCH (chrt --batch 0; any user may) neither client preempts on wakeup: it runs
 # when the server waits or at the scheduler tick, as close as a co-located client gets to the

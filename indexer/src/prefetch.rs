@@ -1,8 +1,8 @@
 //! A source polled one batch ahead on its own thread.
 //!
-//! The indexer thread is the bottleneck of a Kafka-fed table: per event it used to poll and
-//! decode the message, apply it to the embedded store, and only then merge it into the index.
-//! [`Prefetch`] moves the first half (everything the wrapped source does in `poll`) to a second
+//! The indexer thread is the bottleneck of a Kafka-fed table: per event, done in line, it would
+//! poll and decode the message, apply it to the embedded store, and only then merge it into the
+//! index. [`Prefetch`] moves the first half (everything the wrapped source does in `poll`) to a second
 //! thread, so decoding and the store write of batch n+1 overlap with the index work of batch n.
 //! The channel between them holds at most [`DEPTH`] batches, so memory stays bounded and a slow
 //! index back-pressures the source.
