@@ -12,7 +12,9 @@
 //!    service on loopback: throughput and p50/p99;
 //! 6. batch lookups of 1000 phones per call, and a reindex by table scan (rows/s);
 //! 7. lookups and batch lookups again with the rows read over HBase Thrift1 (the gateway over
-//!    this store, read through HbaseStore).
+//!    this store, read through HbaseStore); with `--covered`, also lookups asking only for
+//!    indexed and covered columns, answered from the index, beside the same ones read over
+//!    Thrift1 (`consistency=store`), and what the covered columns add to the index.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
 use hbidx_schema::config::Config;
+use serde_json::json;
 
 use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
 use crate::people::PeopleGen;
@@ -62,6 +65,10 @@ pub struct BenchArgs {
     /// Thrift phases, so a profiler attached to the run sees indexing only.
     #[arg(long)]
     indexing_only: bool,
+    /// Columns to cover in the benchmarked table (its `covered` list, e.g. `info:city`), and
+    /// measure lookups that ask for them with the name: from the index, and over Thrift1.
+    #[arg(long, value_delimiter = ',')]
+    covered: Vec<String>,
 }
 
 pub(crate) struct Row(pub &'static str, pub String);
@@ -111,6 +118,24 @@ pub async fn run(
             temp.clone()
         }
     };
+    let mut config = config;
+    if !args.covered.is_empty() {
+        let name = demo_table(&config)?.name.clone();
+        for table in config.tables.iter_mut().filter(|t| t.name == name) {
+            for column in &args.covered {
+                let family = column.split(':').next().unwrap_or_default();
+                if table.keeps_column(column)
+                    || !table.families.iter().any(|f| f.name == family)
+                    || !column.contains(':')
+                {
+                    anyhow::bail!(
+                        "--covered {column}: not a column of a declared family that the table doesn't index already"
+                    );
+                }
+            }
+            table.covered = args.covered.clone();
+        }
+    }
     let table = demo_table(&config)?.clone();
     let columns = PersonColumns::for_table(&table)?;
     let mut report: Vec<Row> = Vec::new();
@@ -324,6 +349,7 @@ pub async fn run(
             &table.name,
             &api_key,
             people.iter().take(50_000).map(|p| p.phone.as_str()),
+            "",
         )?;
         for class in [Scheduling::Normal, Scheduling::Batch] {
             report.push(
@@ -393,7 +419,15 @@ pub async fn run(
     // Phase 6: batch lookups of 1000 phones in one call, then a reindex by table scan.
     let base = format!("http://{addr}");
     let client = api_client(&api_key)?;
-    batch_lookups(&client, &base, &table.name, &people, &mut report).await?;
+    batch_lookups(
+        &client,
+        &base,
+        &table.name,
+        &people,
+        &json!({}),
+        &mut report,
+    )
+    .await?;
     scan_reindex(&client, &base, &table.name, &mut report).await?;
     server.stop().await?;
 
@@ -434,11 +468,27 @@ pub async fn run(
         &format!("http://{thrift_addr}"),
         &table.name,
         &people,
+        &json!({}),
         &mut thrift_rows,
     )
     .await?;
     for Row(_, value) in thrift_rows {
         report.push(Row("batch lookup, 1000 phones, rows over Thrift1", value));
+    }
+    if !table.covered.is_empty() {
+        covered_lookups(
+            &args,
+            &table,
+            &runtime,
+            &client,
+            &api_key,
+            &people,
+            &data_dir,
+            thrift_addr,
+            http_threads.count,
+            &mut report,
+        )
+        .await?;
     }
     thrift_server.stop().await?;
     sampler.abort();
@@ -633,11 +683,113 @@ fn api_client(api_key: &str) -> Result<reqwest::Client> {
 }
 
 /// `POST rows:batch-lookup` with 1000 existing phones per call, sequentially: per-call latency.
+/// Phase 7 with `--covered`: lookups by phone asking for the name and the covered columns,
+/// answered from the index, beside the same requests with `consistency=store` (rows over
+/// Thrift1), single and batched; and the covered columns' share of the index.
+#[allow(clippy::too_many_arguments)]
+async fn covered_lookups(
+    args: &BenchArgs,
+    table: &hbidx_schema::config::TableConfig,
+    runtime: &server::Runtime,
+    client: &reqwest::Client,
+    api_key: &str,
+    people: &[crate::people::Person],
+    data_dir: &std::path::Path,
+    thrift_addr: std::net::SocketAddr,
+    http_threads: usize,
+    report: &mut Vec<Row>,
+) -> Result<()> {
+    let name_column = table
+        .fields_of_kind(hbidx_schema::config::FieldKind::Name)
+        .next()
+        .map(|field| field.column.clone());
+    let columns: Vec<String> = name_column
+        .into_iter()
+        .chain(table.covered.iter().cloned())
+        .collect();
+    let projection = format!("&columns={}", columns.join(","));
+    let phones = || people.iter().take(50_000).map(|p| p.phone.as_str());
+    if args.lookup_seconds > 0 {
+        for (label, suffix, file) in [
+            (
+                "lookup by phone, covered columns, from the index (wrk)",
+                projection.clone(),
+                "covered.lua",
+            ),
+            (
+                "the same columns, consistency=store: over Thrift1 (wrk)",
+                format!("{projection}&consistency=store"),
+                "covered-store.lua",
+            ),
+        ] {
+            let script = data_dir.join(file);
+            write_wrk_script(&script, &table.name, api_key, phones(), &suffix)?;
+            report.push(
+                run_wrk(
+                    label,
+                    format!("http://{thrift_addr}"),
+                    &script,
+                    args,
+                    http_threads,
+                    Scheduling::Normal,
+                )
+                .await?,
+            );
+        }
+    }
+    for (label, extra) in [
+        (
+            "batch lookup, 1000 phones, covered columns from the index",
+            json!({"columns": columns}),
+        ),
+        (
+            "the same, consistency=store: over Thrift1",
+            json!({"columns": columns, "consistency": "store"}),
+        ),
+    ] {
+        let mut rows = Vec::new();
+        batch_lookups(
+            client,
+            &format!("http://{thrift_addr}"),
+            &table.name,
+            people,
+            &extra,
+            &mut rows,
+        )
+        .await?;
+        report.extend(rows.into_iter().map(|Row(_, value)| Row(label, value)));
+    }
+    if let Some(indexed) = runtime.state.tables.get(&table.name) {
+        let searcher = indexed.searcher.clone();
+        let sizes = tokio::task::spawn_blocking(move || searcher.covered_sizes(10_000)).await??;
+        let rows = indexed
+            .stats
+            .rows
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1);
+        for size in sizes {
+            report.push(Row(
+                "covered column in the index",
+                format!(
+                    "{}: {:.1} bytes/row before compression ({:.1} MB over {rows} rows, from {} sampled)",
+                    size.column,
+                    size.bytes as f64 / rows as f64,
+                    size.bytes as f64 / 1e6,
+                    size.sampled
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Batch lookups of 1000 phones a call, with `extra` merged into each request body.
 pub(crate) async fn batch_lookups(
     client: &reqwest::Client,
     base: &str,
     table: &str,
     people: &[crate::people::Person],
+    extra: &serde_json::Value,
     report: &mut Vec<Row>,
 ) -> Result<()> {
     let calls = (people.len() / 1000).clamp(1, 50);
@@ -650,10 +802,14 @@ pub(crate) async fn batch_lookups(
             .take(1000)
             .map(|p| p.phone.as_str())
             .collect();
+        let mut request = json!({"field": "phone", "values": phones});
+        if let (Some(request), Some(extra)) = (request.as_object_mut(), extra.as_object()) {
+            request.extend(extra.clone());
+        }
         let started = Instant::now();
         let body: serde_json::Value = client
             .post(format!("{base}/v1/tables/{table}/rows:batch-lookup"))
-            .json(&serde_json::json!({"field": "phone", "values": phones}))
+            .json(&request)
             .send()
             .await?
             .error_for_status()?
@@ -728,6 +884,7 @@ fn write_wrk_script<'a>(
     table: &str,
     api_key: &str,
     phones: impl Iterator<Item = &'a str>,
+    query_suffix: &str,
 ) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
     // wrk.format uses wrk.headers when a request doesn't pass its own.
@@ -743,7 +900,7 @@ fn write_wrk_script<'a>(
 -- CPU per request, taken from the same two cores the server runs on.
 local requests = {{}}
 for k, phone in ipairs(phones) do
-  requests[k] = wrk.format("GET", "/v1/tables/{table}/rows?phone=" .. phone)
+  requests[k] = wrk.format("GET", "/v1/tables/{table}/rows?phone=" .. phone .. "{query_suffix}")
 end
 local n = #requests
 local i = 0

@@ -273,7 +273,7 @@ async fn run_store(
         j.phase = "scanning".into();
         j.total = estimate;
     });
-    let columns = hbidx_indexer::repair::indexed_columns(&table);
+    let columns = hbidx_indexer::repair::kept_columns(&table);
     let rows = wiring.rows.clone();
     let jobs_state = state.clone();
     let handle = tokio::runtime::Handle::current();
@@ -361,7 +361,7 @@ pub fn rebuild_outdated(
         hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
     writer.seed_checkpoint(checkpoint);
     let mut request = hbidx_store::ScanRequest {
-        columns: Some(hbidx_indexer::repair::indexed_columns(table)),
+        columns: Some(hbidx_indexer::repair::kept_columns(table)),
         batch: SCAN_BATCH,
         ..Default::default()
     };

@@ -5,15 +5,20 @@
 //! Document layout (see ARCHITECTURE.md):
 //! - `_rk`: the rowkey's bytes. Indexed (upserts delete by this term) and a fast field (lookups
 //!   rank its term ordinals, which sort like the bytes: HBase's rowkey order). Not stored: the
-//!   column gives it back. Earlier versions indexed the rowkey as hex text, stored too: twice
-//!   the bytes in every term to sort, write and compare, ~15% of the indexing CPU.
-//! - `_key`: declared, no longer written. It held the natural key, which nothing read, and
-//!   rebuilding it (the codec re-hashes the key to check an md5 prefix) cost more per event than
-//!   encoding the row state. It stays in the schema so that existing indexes still open.
-//! - `_state`: the row's [`RowState`], stored (see `state.rs` for why).
+//!   column gives it back. Raw bytes rather than hex text: half the bytes in every term to sort,
+//!   write and compare (on the order of 15% of the indexing CPU).
+//! - `_key`: declared and never written, so that indexes that have it still open. Nothing reads
+//!   a natural key from the index, and rebuilding it per event (the codec re-hashes the key to
+//!   check an md5 prefix) costs more than encoding the row state.
+//! - `_state`: the row's [`RowState`], stored (see `state.rs` for why): the latest version of
+//!   every indexed column and of every covered column, so a lookup that wants only those is
+//!   answered from the index ([`TableSearcher::kept_rows`]).
+//! - `_covered.{column}`: one per covered column, neither indexed nor stored: it only makes the
+//!   schema say which columns `_state` covers, so changing `covered` is a schema change and the
+//!   server rebuilds the index, which fills the new columns in.
 //! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
 //!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`. A phone field's own field is declared
-//!   but no longer written: its reversed digits in `__tail` answer exact lookups too.
+//!   and left empty: its reversed digits in `__tail` answer exact lookups too.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -84,6 +89,9 @@ fn build_schema(table: &TableConfig) -> (Schema, Fields) {
     builder.add_text_field("_key", STORED);
     let state = builder.add_bytes_field("_state", STORED);
     let live = builder.add_text_field("_live", raw_terms());
+    for column in &table.covered {
+        builder.add_bytes_field(&format!("_covered.{column}"), BytesOptions::default());
+    }
     let mut by_name = HashMap::new();
     for field in &table.fields {
         let name = &field.name;
@@ -360,10 +368,9 @@ impl TableIndexWriter {
             },
         };
         let was_live = state.has_values();
-        let fields = &self.fields;
-        let changed = crate::state::apply_indexed(&mut state, ops, |column| {
-            fields.by_name.values().any(|f| f.column == column)
-        });
+        let table = &self.table;
+        let changed =
+            crate::state::apply_indexed(&mut state, ops, |column| table.keeps_column(column));
         let mut outcome = ApplyOutcome {
             changed,
             invalid_values: 0,
@@ -643,6 +650,19 @@ pub struct RowkeyCacheStats {
     pub misses: u64,
 }
 
+/// What one covered column costs in a table's index ([`TableSearcher::covered_sizes`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct CoveredSize {
+    /// `family:qualifier`.
+    pub column: String,
+    /// Bytes of the column in the index's row states (estimated from `sampled` rows).
+    pub bytes: u64,
+    /// Live rows that have a value for it (estimated likewise).
+    pub rows: u64,
+    /// Live rows read for the estimate.
+    pub sampled: u64,
+}
+
 /// Reads of the rowkey cache and the misses among them (chunks decoded).
 #[derive(Debug, Default)]
 struct RowkeyCacheCounts {
@@ -700,7 +720,10 @@ impl TableSearcher {
     /// writer's overlay, so it avoids the query/collector/scorer machinery: for a row the index
     /// has never seen (the common case in a bulk load) it costs one FST probe per segment.
     pub fn committed_state(&self, rowkey: &[u8]) -> Result<Option<RowState>> {
-        let searcher = self.reader().searcher();
+        self.state_in(&self.reader().searcher(), rowkey)
+    }
+
+    fn state_in(&self, searcher: &tantivy::Searcher, rowkey: &[u8]) -> Result<Option<RowState>> {
         let term = Term::from_field_bytes(self.fields.rowkey, rowkey);
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
             let inverted = segment.inverted_index(self.fields.rowkey)?;
@@ -715,7 +738,7 @@ impl TableSearcher {
             while doc != tantivy::TERMINATED {
                 if alive.is_none_or(|bits| bits.is_alive(doc)) {
                     let address = DocAddress::new(segment_ord as u32, doc);
-                    return self.state_at(&searcher, address, rowkey).map(Some);
+                    return self.state_at(searcher, address, rowkey).map(Some);
                 }
                 doc = postings.advance();
             }
@@ -738,6 +761,18 @@ impl TableSearcher {
             rowkey: rowkey_ref(rowkey),
             reason: err.to_string(),
         })
+    }
+
+    /// The committed states of rows, in the order given (`None` where the index has no
+    /// document): the latest values of their indexed and covered columns, read from one
+    /// snapshot of the index. A lookup whose columns are all kept answers from these instead of
+    /// the store.
+    pub fn kept_rows(&self, rowkeys: &[Vec<u8>]) -> Result<Vec<Option<RowState>>> {
+        let searcher = self.reader().searcher();
+        rowkeys
+            .iter()
+            .map(|rowkey| self.state_in(&searcher, rowkey))
+            .collect()
     }
 
     /// Finds rows matching all conditions, in rowkey order, after `after` (exclusive).
@@ -1055,10 +1090,10 @@ impl TableSearcher {
     pub fn live_rowkeys_sample(&self, max: usize) -> Result<LiveRowkeys> {
         let searcher = self.reader().searcher();
         // Pass 1 counts the live rows, pass 2 reads every `stride`-th one.
-        let live = self.walk_live(&searcher, |_, _| Ok(()))?;
+        let live = self.walk_live(&searcher, |_, _, _| Ok(()))?;
         let stride = live.div_ceil(max.max(1) as u64).max(1);
         let mut rowkeys = Vec::new();
-        self.walk_live(&searcher, |i, read| {
+        self.walk_live(&searcher, |i, _, read| {
             if i % stride == 0
                 && let Some(rowkey) = read()?
             {
@@ -1069,16 +1104,65 @@ impl TableSearcher {
         Ok(LiveRowkeys { rowkeys, live })
     }
 
-    /// Calls `visit(i, read_rowkey)` for the i-th live document over all segments, in index
-    /// order, and returns how many there are. `read_rowkey` reads that document's `_rk`.
+    /// The bytes each covered column takes in the index (its values, names and timestamps in
+    /// the rows' `_state`), estimated from at most `max` live rows read evenly across the index
+    /// and scaled to all of them: exact for tables of up to `max` rows. Blocking: call it from
+    /// a blocking thread.
+    pub fn covered_sizes(&self, max: usize) -> Result<Vec<CoveredSize>> {
+        let covered = &self.table.covered;
+        if covered.is_empty() {
+            return Ok(Vec::new());
+        }
+        let searcher = self.reader().searcher();
+        let live = self.walk_live(&searcher, |_, _, _| Ok(()))?;
+        let stride = live.div_ceil(max.max(1) as u64).max(1);
+        let mut bytes = vec![0u64; covered.len()];
+        let mut rows = vec![0u64; covered.len()];
+        let mut sampled = 0u64;
+        self.walk_live(&searcher, |i, address, _| {
+            if i % stride == 0 {
+                sampled += 1;
+                let state = self.state_at(&searcher, address, b"")?;
+                for (n, column) in covered.iter().enumerate() {
+                    if let Some(value) = state.value(column) {
+                        // The value, its column name and an i64 timestamp (postcard varints
+                        // make the real figure a little smaller).
+                        bytes[n] += (value.len() + column.len() + 8) as u64;
+                        rows[n] += 1;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        let scale = |sampled_count: u64| {
+            if sampled == 0 {
+                0
+            } else {
+                (sampled_count as f64 * live as f64 / sampled as f64).round() as u64
+            }
+        };
+        Ok(covered
+            .iter()
+            .enumerate()
+            .map(|(n, column)| CoveredSize {
+                column: column.clone(),
+                bytes: scale(bytes[n]),
+                rows: scale(rows[n]),
+                sampled,
+            })
+            .collect())
+    }
+
+    /// Calls `visit(i, address, read_rowkey)` for the i-th live document over all segments, in
+    /// index order, and returns how many there are. `read_rowkey` reads that document's `_rk`.
     fn walk_live(
         &self,
         searcher: &tantivy::Searcher,
-        mut visit: impl FnMut(u64, &dyn Fn() -> Result<Option<Vec<u8>>>) -> Result<()>,
+        mut visit: impl FnMut(u64, DocAddress, &dyn Fn() -> Result<Option<Vec<u8>>>) -> Result<()>,
     ) -> Result<u64> {
         let term = Term::from_field_text(self.fields.live, "1");
         let mut seen = 0u64;
-        for segment in searcher.segment_readers() {
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
             let Some(mut postings) = segment
                 .inverted_index(self.fields.live)?
                 .read_postings(&term, IndexRecordOption::Basic)
@@ -1093,7 +1177,8 @@ impl TableSearcher {
             let mut doc = postings.doc();
             while doc != tantivy::TERMINATED {
                 if alive.is_none_or(|bits| bits.is_alive(doc)) {
-                    visit(seen, &|| rowkey_at(&column, doc))?;
+                    let address = DocAddress::new(segment_ord as u32, doc);
+                    visit(seen, address, &|| rowkey_at(&column, doc))?;
                     seen += 1;
                 }
                 doc = postings.advance();

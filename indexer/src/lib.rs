@@ -25,8 +25,8 @@ pub use analysis::{Condition, MatchMode};
 pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
 pub use index::{
-    IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, TableIndexWriter, TableSearcher,
-    WriterOptions, open_table_index,
+    CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, TableIndexWriter,
+    TableSearcher, WriterOptions, open_table_index,
 };
 pub use pipeline::{
     CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn, spawn_shadow, spawn_with,

@@ -43,19 +43,15 @@ pub struct Drift {
     pub fixable: bool,
 }
 
-/// The distinct columns a table indexes, in config order.
-pub fn indexed_columns(table: &TableConfig) -> Vec<String> {
-    let mut columns: Vec<String> = Vec::new();
-    for field in &table.fields {
-        if !columns.contains(&field.column) {
-            columns.push(field.column.clone());
-        }
-    }
-    columns
+/// The columns whose latest values a table's index keeps, in config order: the indexed fields'
+/// columns, then the covered ones. What a store scan or multi-get must read to rebuild, check or
+/// repair the index.
+pub fn kept_columns(table: &TableConfig) -> Vec<String> {
+    table.kept_columns().map(str::to_owned).collect()
 }
 
-/// Compares a row's index state with the store's row (read with at least the indexed columns).
-/// `None` when they agree on every indexed column.
+/// Compares a row's index state with the store's row (read with at least the kept columns).
+/// `None` when they agree on every indexed and covered column.
 pub fn diff_row(
     table: &TableConfig,
     rowkey: &[u8],
@@ -66,7 +62,7 @@ pub fn diff_row(
     let mut fixable = true;
     let mut index_has = false;
     let mut store_has = false;
-    for column in indexed_columns(table) {
+    for column in kept_columns(table) {
         let in_index = indexed.and_then(|state| {
             state
                 .cells

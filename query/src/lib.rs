@@ -355,7 +355,12 @@ pub struct TableIndexerStatus {
     pub docs: u64,
     pub segments: u64,
     pub index_bytes: u64,
+    /// What each covered column takes in the index, estimated from a sample of the live rows.
+    pub covered: Vec<hbidx_indexer::CoveredSize>,
 }
+
+/// Live rows read to estimate the size of the covered columns (exact below that).
+const COVERED_SAMPLE: usize = 2_000;
 
 /// Each table's indexer: checkpoints, counters, lag per partition, index size.
 #[utoipa::path(
@@ -368,6 +373,30 @@ pub struct TableIndexerStatus {
 async fn indexer_status(
     axum::extract::State(state): axum::extract::State<SharedState>,
 ) -> axum::Json<IndexerStatusResponse> {
+    // Reading row states is blocking work (stored documents, one walk of the live postings).
+    let searchers: Vec<(String, hbidx_indexer::TableSearcher)> = state
+        .tables
+        .iter()
+        .filter(|(_, table)| !table.config.covered.is_empty())
+        .map(|(name, table)| (name.clone(), table.searcher.clone()))
+        .collect();
+    let mut covered: std::collections::HashMap<String, Vec<hbidx_indexer::CoveredSize>> =
+        tokio::task::spawn_blocking(move || {
+            searchers
+                .into_iter()
+                .filter_map(
+                    |(name, searcher)| match searcher.covered_sizes(COVERED_SAMPLE) {
+                        Ok(sizes) => Some((name, sizes)),
+                        Err(err) => {
+                            tracing::warn!(table = %name, error = %err, "covered column sizes");
+                            None
+                        }
+                    },
+                )
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
     let tables = state
         .tables
         .iter()
@@ -393,6 +422,7 @@ async fn indexer_status(
                 docs: stats.docs.load(Ordering::Relaxed),
                 segments: stats.segments.load(Ordering::Relaxed),
                 index_bytes: stats.index_bytes.load(Ordering::Relaxed),
+                covered: covered.remove(name).unwrap_or_default(),
             };
             (name.clone(), status)
         })

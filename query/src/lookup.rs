@@ -12,7 +12,7 @@ use hbidx_indexer::analysis::ConditionOp;
 use hbidx_indexer::{Condition, MatchMode};
 use hbidx_schema::codec::printable;
 use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
-use hbidx_store::{Cell, Row};
+use hbidx_store::{Cell, Row, RowState};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -65,8 +65,44 @@ pub struct RowsResponse {
     pub count: usize,
     /// Index hits dropped because the row no longer matched or no longer existed.
     pub dropped_stale: usize,
+    /// Where the rows' cells came from.
+    pub source: Source,
     /// Server time spent, in milliseconds.
     pub took_ms: f64,
+}
+
+/// Where a lookup's cells came from: the row store (multi-get, each row re-checked against the
+/// lookup), or the index alone, when every requested column is indexed or covered (or with
+/// `index_only`, which returns no cells).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Store,
+    Index,
+}
+
+/// `consistency=`: whether a lookup whose columns are all covered may be answered from the
+/// index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Consistency {
+    /// From the index when every requested column is indexed or covered (the latest values
+    /// the index has applied, a few tens of milliseconds behind the store while writes flow),
+    /// else from the store.
+    #[default]
+    Index,
+    /// Always multi-get the rows from the store and re-check them.
+    Store,
+}
+
+impl Consistency {
+    fn parse(field: &str, text: &str) -> Result<Self, ApiError> {
+        match text {
+            "index" => Ok(Self::Index),
+            "store" => Ok(Self::Store),
+            _ => Err(ApiError::bad_request(field, "must be index or store")),
+        }
+    }
 }
 
 /// How a `name` (or keyword) value is matched. Phone and idcard fields always match exactly
@@ -118,6 +154,9 @@ pub struct LookupParams {
     /// Rowkeys only, straight from the index: no store read and no re-check.
     #[param(default = false)]
     index_only: Option<bool>,
+    /// `store` reads the rows from the store even when `columns` are all covered.
+    #[param(inline)]
+    consistency: Option<Consistency>,
 }
 
 /// The match-mode label of a condition (`suffix` is the phone tail lookup).
@@ -238,6 +277,7 @@ struct RowsQuery {
     cursor: Option<Vec<u8>>,
     columns: Option<Vec<String>>,
     index_only: bool,
+    consistency: Consistency,
 }
 
 fn parse_rows_query(
@@ -251,6 +291,7 @@ fn parse_rows_query(
     let mut cursor = None;
     let mut columns = None;
     let mut index_only = false;
+    let mut consistency = Consistency::default();
     let mut field_values: Vec<(&str, &IndexedField, bool, &str)> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for (name, value) in pairs {
@@ -278,6 +319,7 @@ fn parse_rows_query(
             }
             "cursor" => cursor = Some(decode_cursor(value)?),
             "columns" => columns = Some(parse_columns(table, "columns", value)?),
+            "consistency" => consistency = Consistency::parse("consistency", value)?,
             "index_only" => {
                 index_only = match value.as_str() {
                     "true" | "1" => true,
@@ -329,6 +371,40 @@ fn parse_rows_query(
         cursor,
         columns,
         index_only,
+        consistency,
+    })
+}
+
+/// Whether a lookup asking for `columns` may be answered from the index: every requested
+/// column is one whose latest value the index keeps (a family alone is not: the index can't
+/// know which qualifiers the family has).
+fn answered_by_index(
+    table: &TableConfig,
+    columns: Option<&[String]>,
+    consistency: Consistency,
+) -> bool {
+    consistency == Consistency::Index
+        && columns.is_some_and(|columns| columns.iter().all(|column| table.keeps_column(column)))
+}
+
+/// A row as the index keeps it: the visible values of its indexed and covered columns.
+fn kept_row(rowkey: &[u8], state: RowState) -> Option<Row> {
+    let cells: BTreeMap<String, Cell> = state
+        .cells
+        .into_iter()
+        .filter_map(|(column, cell)| {
+            Some((
+                column,
+                Cell {
+                    value: cell.value?,
+                    ts: cell.ts,
+                },
+            ))
+        })
+        .collect();
+    (!cells.is_empty()).then(|| Row {
+        rowkey: rowkey.to_vec(),
+        cells,
     })
 }
 
@@ -450,7 +526,9 @@ pub(crate) fn audit_lookup<T>(
 }
 
 /// Looks rows up by indexed field values: resolves them to rowkeys in the index, multi-gets the
-/// rows from the store and re-checks each against the lookup. Several fields are ANDed.
+/// rows from the store and re-checks each against the lookup. Several fields are ANDed. When
+/// `columns` names only indexed and covered columns, the rows come from the index alone
+/// (`"source": "index"`), unless `consistency=store`.
 #[utoipa::path(
     get,
     path = "/v1/tables/{table}/rows",
@@ -526,6 +604,36 @@ async fn lookup_rows(
             rows,
             next_cursor,
             dropped_stale: 0,
+            source: Source::Index,
+            took_ms: took_ms(started),
+        });
+    }
+    if answered_by_index(table, query.columns.as_deref(), query.consistency) {
+        let kept = kept_rows(runtime, page.rowkeys).await?;
+        let mut rows = Vec::with_capacity(kept.len());
+        let mut dropped = 0;
+        for row in kept {
+            match row {
+                Some(row) if row_matches(table, &row, &query.conditions) => {
+                    rows.push(row_out(table, row, query.columns.as_deref()));
+                }
+                // Changed by a commit between the lookup and the read of its state: the index
+                // already holds the new values, so there is nothing to repair.
+                _ => dropped += 1,
+            }
+        }
+        state
+            .counters
+            .rows_returned
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        record_hits(state, &table.name, rows.len());
+        record_dropped(&table.name, dropped);
+        return Ok(RowsResponse {
+            count: rows.len(),
+            rows,
+            next_cursor,
+            dropped_stale: dropped,
+            source: Source::Index,
             took_ms: took_ms(started),
         });
     }
@@ -563,8 +671,37 @@ async fn lookup_rows(
         rows,
         next_cursor,
         dropped_stale: dropped,
+        source: Source::Store,
         took_ms: took_ms(started),
     })
+}
+
+/// The rows of `rowkeys` as the index keeps them (see [`kept_row`]), in order. A row's state is
+/// a stored document: a few µs each from the memory-mapped index, so a page of a typical size
+/// is read inline like the lookup itself, and bigger ones on a blocking thread.
+async fn kept_rows(
+    runtime: &TableRuntime,
+    rowkeys: Vec<Vec<u8>>,
+) -> Result<Vec<Option<Row>>, ApiError> {
+    const INLINE: usize = 64;
+    let inline = rowkeys.len() <= INLINE;
+    let read = move |searcher: &hbidx_indexer::TableSearcher| {
+        let states = searcher.kept_rows(&rowkeys)?;
+        Ok::<_, ApiError>(
+            states
+                .into_iter()
+                .zip(&rowkeys)
+                .map(|(state, rowkey)| state.and_then(|state| kept_row(rowkey, state)))
+                .collect(),
+        )
+    };
+    if inline {
+        return read(&runtime.searcher);
+    }
+    let searcher = runtime.searcher.clone();
+    tokio::task::spawn_blocking(move || read(&searcher))
+        .await
+        .map_err(|err| ApiError::Internal(format!("reading covered rows: {err}")))?
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -591,6 +728,9 @@ pub struct BatchLookupRequest {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1000)]
     pub limit_per_value: Option<usize>,
+    /// `store` reads the rows from the store even when `columns` are all covered.
+    #[serde(default)]
+    pub consistency: Consistency,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -610,6 +750,8 @@ pub struct BatchResponse {
     pub results: Vec<BatchResult>,
     pub count: usize,
     pub dropped_stale: usize,
+    /// Where the rows' cells came from.
+    pub source: Source,
     pub took_ms: f64,
 }
 
@@ -739,8 +881,12 @@ async fn batch_lookup_rows(
             Err(err) => per_value_hits.push(Err(err.to_string())),
         }
     }
+    let from_index =
+        answered_by_index(table, projection.as_deref(), request.consistency) || request.index_only;
     let fetched: Vec<Option<Row>> = if request.index_only || unique.is_empty() {
         Vec::new()
+    } else if from_index {
+        kept_rows(runtime, unique).await?
     } else {
         let fetch = projection.as_ref().map(|p| {
             let mut columns = p.clone();
@@ -801,12 +947,21 @@ async fn batch_lookup_rows(
             .counters
             .stale_dropped
             .fetch_add(dropped as u64, Ordering::Relaxed);
-        stale.sort();
-        stale.dedup();
-        crate::repair::schedule(state, runtime, stale);
+        // Rows read from the index that no longer match changed under the lookup; the index
+        // holds their new values already. Only a store row can show the index is behind.
+        if !from_index {
+            stale.sort();
+            stale.dedup();
+            crate::repair::schedule(state, runtime, stale);
+        }
     }
     record_dropped(&table.name, dropped);
     Ok(BatchResponse {
+        source: if from_index {
+            Source::Index
+        } else {
+            Source::Store
+        },
         results,
         count,
         dropped_stale: dropped,

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hbidx_indexer::repair::{diff_row, indexed_columns};
+use hbidx_indexer::repair::{diff_row, kept_columns};
 use tokio::sync::Semaphore;
 
 use crate::{SharedState, TableRuntime};
@@ -46,7 +46,7 @@ async fn repair(state: &SharedState, table: &str, rowkeys: &[Vec<u8>]) -> Result
         .tables
         .get(table)
         .ok_or_else(|| format!("unknown table {table}"))?;
-    let columns = indexed_columns(&runtime.config);
+    let columns = kept_columns(&runtime.config);
     let rows = state
         .store
         .get_rows(table, rowkeys, Some(&columns))

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use hbidx_indexer::repair::{Drift, DriftKind, diff_row, indexed_columns};
+use hbidx_indexer::repair::{Drift, DriftKind, diff_row, kept_columns};
 use hbidx_store::{RowState, ScanRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -169,7 +169,7 @@ pub async fn run(
     job: u64,
 ) -> Result<DriftReport, ApiError> {
     let runtime = state.table(table)?;
-    let columns = indexed_columns(&runtime.config);
+    let columns = kept_columns(&runtime.config);
     let mut report = DriftReport {
         mode: if request.sample.is_some() {
             "sample"

@@ -519,6 +519,7 @@ async fn read_row(
         rows,
         next_cursor: None,
         dropped_stale: 0,
+        source: crate::lookup::Source::Store,
         took_ms: took_ms(started),
     })
 }

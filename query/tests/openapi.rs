@@ -157,6 +157,7 @@ async fn every_documented_query_parameter_is_read_by_its_handler() {
         "index_only" => "true".into(),
         "key" => "u1".into(),
         "wait" => "stored".into(),
+        "consistency" => "store".into(),
         other => panic!("no example value for the query parameter {other}"),
     };
     let mut checked = 0;

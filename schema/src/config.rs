@@ -114,6 +114,9 @@ struct RawTable {
     rowkey: Option<RawRowkey>,
     #[serde(default)]
     fields: Vec<RawField>,
+    /// Columns whose latest values the index keeps beside the indexed fields.
+    #[serde(default)]
+    covered: Vec<String>,
     splits: Option<RawSplits>,
 }
 
@@ -208,6 +211,11 @@ pub struct TableConfig {
     pub families: Vec<FamilyConfig>,
     pub rowkey: RowkeyCodec,
     pub fields: Vec<IndexedField>,
+    /// Covered columns (Phoenix's `INCLUDE` columns): `family:qualifier`s whose latest values
+    /// the index keeps beside the indexed fields, so a lookup that asks only for covered and
+    /// indexed columns is answered from the index alone. Never an indexed column (those are
+    /// kept anyway).
+    pub covered: Vec<String>,
     pub splits: Option<SplitConfig>,
 }
 
@@ -227,6 +235,20 @@ impl TableConfig {
     /// The indexed field called `name`.
     pub fn field(&self, name: &str) -> Option<&IndexedField> {
         self.fields.iter().find(|field| field.name == name)
+    }
+
+    /// The columns the index keeps the latest value of: every indexed field's, then the
+    /// covered ones.
+    pub fn kept_columns(&self) -> impl Iterator<Item = &str> + '_ {
+        self.fields
+            .iter()
+            .map(|field| field.column.as_str())
+            .chain(self.covered.iter().map(String::as_str))
+    }
+
+    /// Whether the index keeps `column`'s latest value (an indexed or covered column).
+    pub fn keeps_column(&self, column: &str) -> bool {
+        self.kept_columns().any(|kept| kept == column)
     }
 
     /// Indexed fields of one kind, in config order.
@@ -654,6 +676,8 @@ fn validate_table(index: usize, raw: RawTable) -> Result<TableConfig, SchemaErro
         fields.push(field);
     }
 
+    let covered = validate_covered(&full_name, raw.covered, &families, &fields)?;
+
     let splits = raw
         .splits
         .map(|raw_splits| validate_splits_config(&full_name, raw_splits, &rowkey))
@@ -665,6 +689,7 @@ fn validate_table(index: usize, raw: RawTable) -> Result<TableConfig, SchemaErro
         families,
         rowkey,
         fields,
+        covered,
         splits,
     })
 }
@@ -1038,6 +1063,42 @@ fn validate_field(
     })
 }
 
+/// `covered = ["family:qualifier", …]`: declared families, each column once, none indexed.
+fn validate_covered(
+    table: &str,
+    raw: Vec<String>,
+    families: &[FamilyConfig],
+    fields: &[IndexedField],
+) -> Result<Vec<String>, SchemaError> {
+    let mut covered: Vec<String> = Vec::with_capacity(raw.len());
+    for (index, column) in raw.into_iter().enumerate() {
+        let error = |reason: String| SchemaError::Table {
+            table: table.to_owned(),
+            reason: format!("covered[{index}] {column:?}: {reason}"),
+        };
+        let Some((family, qualifier)) = split_column(&column) else {
+            return Err(error("is not of the form \"family:qualifier\"".into()));
+        };
+        if qualifier.is_empty() {
+            return Err(error("has an empty qualifier".into()));
+        }
+        if !families.iter().any(|f| f.name == family) {
+            return Err(error(format!("family {family:?} is not declared")));
+        }
+        if let Some(field) = fields.iter().find(|f| f.column == column) {
+            return Err(error(format!(
+                "is indexed by field {:?}, whose value the index keeps anyway; remove it from covered",
+                field.name
+            )));
+        }
+        if covered.contains(&column) {
+            return Err(error("is listed more than once".into()));
+        }
+        covered.push(column);
+    }
+    Ok(covered)
+}
+
 const SPLIT_ALGOS: &str = "hex, uniform, decimal, codec, sampled, explicit, file";
 
 fn validate_splits_config(
@@ -1266,6 +1327,53 @@ regions = 10
         assert!(err.contains("unknown field `metrics`"), "{err}");
         let err = message(parse_config("[[tables]\n"));
         assert!(err.starts_with("invalid config toml at line 1"), "{err}");
+    }
+
+    #[test]
+    fn covered_columns_are_kept_beside_the_indexed_ones() {
+        // Table keys go before the table's first sub-table in TOML.
+        let config = user_with(
+            "name = \"user\"\n",
+            "name = \"user\"\ncovered = [\"info:name\", \"info:city\"]\n",
+        )
+        .unwrap();
+        let user = config.table("user").unwrap();
+        assert_eq!(user.covered, ["info:name", "info:city"]);
+        let kept: Vec<&str> = user.kept_columns().collect();
+        assert_eq!(
+            kept,
+            ["info:phone", "info:idcard", "info:name", "info:city"]
+        );
+        assert!(user.keeps_column("info:city") && !user.keeps_column("info:email"));
+        let cases = [
+            (
+                "[\"info:city\", \"other:x\"]",
+                "table \"user\": covered[1] \"other:x\": family \"other\" is not declared",
+            ),
+            (
+                "[\"city\"]",
+                "table \"user\": covered[0] \"city\": is not of the form \"family:qualifier\"",
+            ),
+            (
+                "[\"info:\"]",
+                "table \"user\": covered[0] \"info:\": has an empty qualifier",
+            ),
+            (
+                "[\"info:phone\"]",
+                "table \"user\": covered[0] \"info:phone\": is indexed by field \"phone\", whose value the index keeps anyway; remove it from covered",
+            ),
+            (
+                "[\"info:city\", \"info:city\"]",
+                "table \"user\": covered[1] \"info:city\": is listed more than once",
+            ),
+        ];
+        for (list, expected) in cases {
+            let err = message(user_with(
+                "name = \"user\"\n",
+                &format!("name = \"user\"\ncovered = {list}\n"),
+            ));
+            assert_eq!(err, expected);
+        }
     }
 
     #[test]
