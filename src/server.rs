@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig};
 use hbidx_indexer::publisher::KafkaPublisher;
 use hbidx_indexer::{
-    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Prefetch, Source,
-    WriterOptions,
+    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, IndexerStats,
+    Prefetch, Source, WriterOptions,
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
@@ -55,8 +55,13 @@ impl Wiring {
 
     /// The live source of `table`: its Kafka topic (applied to the embedded store too, when
     /// that holds the rows), or the embedded store's change feed. With the HBase store and no
-    /// topic there is no event stream: the index changes only by reindex and repairs.
-    pub fn live_source(&self, table: &Arc<TableConfig>) -> Result<Box<dyn Source>> {
+    /// topic there is no event stream: the index changes only by reindex, repairs and this
+    /// instance's writes, which the indexer running with `stats` takes from its repair queue.
+    pub fn live_source(
+        &self,
+        table: &Arc<TableConfig>,
+        stats: &Arc<IndexerStats>,
+    ) -> Result<Box<dyn Source>> {
         let Some(store) = &self.embedded else {
             return Ok(match self.kafka_for(&table.name) {
                 Some(kafka) => {
@@ -74,7 +79,7 @@ impl Wiring {
                 }
                 None => {
                     tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store` and read repair");
-                    Box::new(IdleSource)
+                    Box::new(IdleSource::new(stats.clone()))
                 }
             });
         };
@@ -264,7 +269,8 @@ pub fn open_with_rows(
         let (writer, searcher) =
             open_or_rebuild_index(&index_dir, &table, embedded.as_deref(), &writer_options)
                 .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
-        let source = wiring.live_source(&table)?;
+        let stats = Arc::new(IndexerStats::default());
+        let source = wiring.live_source(&table, &stats)?;
         // Write-through publishes to the topic only when Kafka is the log of an embedded
         // table. With HBase, HBase is the log: writes go to it, and replication brings them to
         // the topic.
@@ -272,8 +278,10 @@ pub fn open_with_rows(
             (Some(kafka), Some(_)) => Some(KafkaPublisher::new(kafka, table.clone())?),
             _ => None,
         };
-        let handle = hbidx_indexer::spawn(writer, source, policy.clone())
-            .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
+        let (publish, _) = tokio::sync::watch::channel(writer.checkpoint().clone());
+        let handle =
+            hbidx_indexer::spawn_with(writer, source, policy.clone(), Arc::new(publish), stats)
+                .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
         tables.push(TableRuntime {
             config: table.clone(),
             searcher,
@@ -300,6 +308,7 @@ pub fn open_with_rows(
         .with_reindexer(reindexer)
         .with_auth(auth);
     state.store_has_feed = embedded.is_some();
+    state.store_name = store_name;
     if let Some(handle) = metrics {
         state = state.with_metrics(handle);
     }
@@ -382,6 +391,8 @@ impl Runtime {
     pub async fn serve(self, http: crate::http::HttpServer) -> Result<()> {
         // Feeds the dashboard; it stops by itself once the state is dropped.
         let _sampler = hbidx_query::ops::spawn_sampler(&self.state);
+        // What /readyz answers from; the same.
+        let _readiness = hbidx_query::readiness::spawn_checker(&self.state);
         http.run(shutdown_signal()).await?;
         tracing::info!("shutting down: committing indexes");
         self.shutdown_indexers().await

@@ -13,8 +13,9 @@
 //! with an old explicit timestamp), the repair can't win; `diff_row` reports such drift as
 //! not fixable.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
@@ -116,13 +117,21 @@ pub fn diff_row(
     })
 }
 
-/// Repair mutations waiting for a table's live indexer. Shared by every indexer the table gets
-/// over its life (a reindex swap starts a new one), like the checkpoint channel. Bounded:
-/// repairs are best effort (the next lookup or verify finds the drift again), so when the
-/// indexer is far behind, new ones are dropped and counted rather than growing memory.
+/// Mutations waiting for a table's live indexer that move no source position: repairs, and
+/// the writes this instance made to HBase (read-your-writes). Shared by every indexer the
+/// table gets over its life (a reindex swap starts a new one), like the checkpoint channel.
+/// Bounded: both are best effort (the next lookup or verify finds drift again; a write's
+/// replicated event or the next verify brings it in), so when the indexer is far behind, new
+/// ones are dropped and counted rather than growing memory.
+///
+/// Each accepted mutation gets a ticket, counting up from 1 in queue order; the indexer
+/// publishes the highest ticket covered by an index commit ([`RepairQueue::committed_tickets`]),
+/// which is what a write with `?wait=indexed` waits for.
 #[derive(Debug)]
 pub struct RepairQueue {
-    pending: Mutex<Vec<Mutation>>,
+    pending: Mutex<Pending>,
+    /// Signalled when something is queued, so an idle source can wake its indexer at once.
+    queued_signal: Condvar,
     capacity: usize,
     /// Repairs accepted.
     pub queued: AtomicU64,
@@ -132,6 +141,14 @@ pub struct RepairQueue {
     pub applied: AtomicU64,
     /// Of those, the ones covered by an index commit (set to `applied` at each commit).
     pub committed: AtomicU64,
+    committed_ticket: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    mutations: Vec<Mutation>,
+    /// The ticket of the last mutation accepted.
+    last_ticket: u64,
 }
 
 impl Default for RepairQueue {
@@ -143,16 +160,18 @@ impl Default for RepairQueue {
 impl RepairQueue {
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(Pending::default()),
+            queued_signal: Condvar::new(),
             capacity,
             queued: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             applied: AtomicU64::new(0),
             committed: AtomicU64::new(0),
+            committed_ticket: tokio::sync::watch::Sender::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Mutation>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -161,23 +180,63 @@ impl RepairQueue {
     /// Queues a repair; false (and counted) when the queue is full. Never blocks for long: safe
     /// to call from async code.
     pub fn push(&self, repair: Mutation) -> bool {
-        let mut pending = self.lock();
-        if pending.len() >= self.capacity {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        pending.push(repair);
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        true
+        self.submit(repair).is_some()
     }
 
-    /// Everything queued so far, oldest first.
-    pub fn drain(&self) -> Vec<Mutation> {
-        std::mem::take(&mut *self.lock())
+    /// Queues a mutation and returns its ticket; `None` (and counted) when the queue is full.
+    /// Never blocks for long: safe to call from async code.
+    pub fn submit(&self, mutation: Mutation) -> Option<u64> {
+        let mut pending = self.lock();
+        if pending.mutations.len() >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        pending.mutations.push(mutation);
+        pending.last_ticket += 1;
+        let ticket = pending.last_ticket;
+        drop(pending);
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.queued_signal.notify_all();
+        Some(ticket)
+    }
+
+    /// Everything queued so far, oldest first, and the ticket of the last one.
+    pub fn drain(&self) -> (Vec<Mutation>, u64) {
+        let mut pending = self.lock();
+        (std::mem::take(&mut pending.mutations), pending.last_ticket)
+    }
+
+    /// Blocks until something is queued or `timeout` passes. For the indexer thread of a table
+    /// without an event stream ([`crate::IdleSource`]), never for async code.
+    pub fn wait_queued(&self, timeout: Duration) {
+        let pending = self.lock();
+        if pending.mutations.is_empty() {
+            // A spurious or timed-out wake is fine: the caller polls again.
+            let _unused = self
+                .queued_signal
+                .wait_timeout(pending, timeout)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Called by the indexer after an index commit covered every mutation up to `ticket`.
+    pub fn mark_committed(&self, ticket: u64) {
+        self.committed_ticket.send_if_modified(|committed| {
+            let newer = ticket > *committed;
+            if newer {
+                *committed = ticket;
+            }
+            newer
+        });
+    }
+
+    /// The highest ticket covered by an index commit, to wait on.
+    pub fn committed_tickets(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.committed_ticket.subscribe()
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().mutations.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -300,9 +359,15 @@ column = "info:name"
             ops: vec![CellOp::DeleteRow { ts: 1 }],
         };
         assert!(queue.push(m.clone()));
-        assert!(!queue.push(m));
+        assert!(!queue.push(m.clone()));
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
-        assert_eq!(queue.drain().len(), 1);
+        assert_eq!(queue.drain(), (vec![m.clone()], 1));
         assert!(queue.is_empty());
+        // Tickets go on counting after a drain; commits publish them.
+        assert_eq!(queue.submit(m), Some(2));
+        let committed = queue.committed_tickets();
+        queue.mark_committed(2);
+        queue.mark_committed(1);
+        assert_eq!(*committed.borrow(), 2);
     }
 }

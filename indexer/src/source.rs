@@ -15,6 +15,7 @@ use hbidx_store::EmbeddedStore;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
+use crate::pipeline::IndexerStats;
 
 /// See [`Source::commit_barrier`]. A function rather than a `&mut self` method so that the
 /// indexer thread can call it while the source itself is polled on another thread
@@ -198,10 +199,20 @@ impl Source for ChangeFeedSource {
 }
 
 /// A source with no events: the live source of a table whose rows are in HBase and which has no
-/// Kafka topic. Its index changes only by reindex (`--from-store`) and repairs, which still need
-/// a running indexer to apply them.
-#[derive(Debug, Default)]
-pub struct IdleSource;
+/// Kafka topic. Its index changes only by reindex (`--from-store`), repairs and this instance's
+/// own writes, which still need a running indexer to apply them: it waits on the table's
+/// repair queue, so a queued write wakes the indexer at once instead of at the next poll.
+#[derive(Debug)]
+pub struct IdleSource {
+    stats: Arc<IndexerStats>,
+}
+
+impl IdleSource {
+    /// An idle source for the indexer that will run with `stats`.
+    pub fn new(stats: Arc<IndexerStats>) -> Self {
+        Self { stats }
+    }
+}
 
 /// The name [`IdleSource`] gives its (never used) checkpoint entries.
 pub const IDLE: &str = "none";
@@ -216,8 +227,10 @@ impl Source for IdleSource {
     }
 
     fn poll(&mut self, _max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
-        // Bounded so the pipeline still drains repairs and sees a stop request promptly.
-        std::thread::sleep(timeout.min(Duration::from_millis(100)));
+        // Bounded so the pipeline still sees a stop request promptly.
+        self.stats
+            .repairs
+            .wait_queued(timeout.min(Duration::from_millis(100)));
         Ok(Vec::new())
     }
 
