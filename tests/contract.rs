@@ -18,7 +18,8 @@ use std::process::Command;
 use util::{Server, TEST_API_KEY};
 
 /// schemathesis' command line (it has no `python -m` entry point).
-const SCHEMATHESIS: &str = "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; sys.exit(schemathesis())";
+const SCHEMATHESIS: &str =
+    "import sys; from schemathesis.cli import schemathesis; sys.argv[0] = 'schemathesis'; sys.exit(schemathesis())";
 
 /// Runs a command, returns its exit status and its output, stdout then stderr.
 fn run(command: &mut Command) -> (bool, String) {

@@ -80,7 +80,8 @@ pub struct WriteResponse {
     /// Its rowkey in HBase's printable form.
     pub rowkey: String,
     /// Where the write landed: the change feed (partition 0) or the Kafka topic's partition, and
-    /// its offset there (what `wait=indexed` waits for).
+    /// its offset there (what `wait=indexed` waits for); null for a table whose rows are in
+    /// HBase.
     pub partition: Option<i32>,
     pub offset: Option<i64>,
     /// Whether the answer waited until the index had the write.
@@ -260,17 +261,29 @@ async fn write_through(
             }
         }
         None => {
-            state.store.mutate(mutations.clone()).await?;
-            // Acknowledged by HBase: now the local index, with the same timestamps. The queue
-            // hands out tickets in order, so the last one covers the whole write.
-            let mut ticket = None;
-            for mutation in mutations {
-                ticket = runtime.stats.repairs.submit(mutation);
-                if ticket.is_none() {
-                    tracing::warn!(table = %table, "repair queue full: a write to HBase is left to replication and verify");
-                    break;
+            // On a task of its own: a caller hanging up mid-call would otherwise drop this
+            // future after HBase took the write (the blocking Thrift call runs on regardless)
+            // and before the index got it.
+            let store = state.store.clone();
+            let stats = runtime.stats.clone();
+            let table = table.clone();
+            let applied = tokio::spawn(async move {
+                store.mutate(mutations.clone()).await?;
+                // Acknowledged by HBase: now the local index, with the same timestamps. The
+                // queue hands out tickets in order, so the last one covers the whole write.
+                let mut ticket = None;
+                for mutation in mutations {
+                    ticket = stats.repairs.submit(mutation);
+                    if ticket.is_none() {
+                        tracing::warn!(table = %table, "repair queue full: a write to HBase is left to replication and verify");
+                        break;
+                    }
                 }
-            }
+                Ok::<_, ApiError>(ticket)
+            });
+            let ticket = applied
+                .await
+                .map_err(|err| ApiError::Internal(format!("write task failed: {err}")))??;
             Written {
                 landed: Vec::new(),
                 ticket,

@@ -18,6 +18,9 @@
 //!   finds out when HBase is back. Nothing needs a restart.
 //! - **`getRows*` drops missing rows and is not positional**: results are matched by
 //!   `TRowResult.row`.
+//! - **Only calls HBase 1.x serves too**, through [`crate::thrift1`]'s narrowed client.
+//! - **Health** ([`RowStore::health`]): `isTableEnabled` per configured table, with a short
+//!   deadline and no retries: up, present and enabled in one call.
 //! - Mutations with several cell timestamps become one `mutateRowsTs` per timestamp (Thrift1 has
 //!   one timestamp per call), so they are atomic per timestamp, not as a whole; row deletes use
 //!   `deleteAllRowTs`. hbidx's own writes use one timestamp per mutation.
