@@ -495,10 +495,6 @@ fn run(
                     stats_generation = refresh_index_stats(writer, stats, metrics);
                     source.committed(&checkpoint);
                     publish.send_replace(checkpoint);
-                    stats.repairs.committed.store(
-                        stats.repairs.applied.load(Ordering::Relaxed),
-                        Ordering::Relaxed,
-                    );
                     stats.repairs.mark_committed(applied_ticket);
                     uncommitted_repairs.clear();
                     pending_checkpoint = false;

@@ -139,8 +139,7 @@ pub struct RepairQueue {
     pub dropped: AtomicU64,
     /// Repairs applied by the indexer.
     pub applied: AtomicU64,
-    /// Of those, the ones covered by an index commit (set to `applied` at each commit).
-    pub committed: AtomicU64,
+    /// The ticket of the last mutation covered by an index commit.
     committed_ticket: tokio::sync::watch::Sender<u64>,
 }
 
@@ -166,7 +165,6 @@ impl RepairQueue {
             queued: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             applied: AtomicU64::new(0),
-            committed: AtomicU64::new(0),
             committed_ticket: tokio::sync::watch::Sender::new(0),
         }
     }
