@@ -83,3 +83,105 @@ pub(crate) async fn ready(state: &AppState) -> Result<(), ApiError> {
     };
     result.map_err(|reason| ApiError::NotReady { reason })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use hbidx_schema::model::Mutation;
+    use hbidx_store::{Row, RowStore, ScanBatch, ScanRequest, StoreError, WriteReceipt};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// A store whose health is switched by the test, counting checks.
+    #[derive(Default)]
+    struct Switched {
+        down: AtomicBool,
+        checks: AtomicU64,
+    }
+
+    #[async_trait::async_trait]
+    impl RowStore for Switched {
+        async fn get_rows(
+            &self,
+            _table: &str,
+            rowkeys: &[Vec<u8>],
+            _columns: Option<&[String]>,
+        ) -> hbidx_store::Result<Vec<Option<Row>>> {
+            Ok(vec![None; rowkeys.len()])
+        }
+
+        async fn scan(
+            &self,
+            _table: &str,
+            _request: &ScanRequest,
+        ) -> hbidx_store::Result<ScanBatch> {
+            Ok(ScanBatch::default())
+        }
+
+        async fn mutate(&self, _mutations: Vec<Mutation>) -> hbidx_store::Result<WriteReceipt> {
+            Ok(WriteReceipt::default())
+        }
+
+        async fn health(&self) -> hbidx_store::Result<()> {
+            self.checks.fetch_add(1, Ordering::SeqCst);
+            if self.down.load(Ordering::SeqCst) {
+                return Err(StoreError::TableMissing {
+                    table: "user".into(),
+                    store_table: "prod:user".into(),
+                });
+            }
+            Ok(())
+        }
+
+        fn tables(&self) -> Vec<String> {
+            vec!["user".into()]
+        }
+    }
+
+    async fn readyz(state: &SharedState) -> (StatusCode, String) {
+        let response = crate::app(state.clone())
+            .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn readyz_answers_from_the_last_check_and_names_the_store_and_table() {
+        let store = Arc::new(Switched::default());
+        let mut state = AppState::new(store.clone(), Vec::new());
+        state.store_name = "hbase";
+        let state = Arc::new(state);
+
+        // No check yet: the probe runs one.
+        assert_eq!(readyz(&state).await.0, StatusCode::OK);
+        assert_eq!(store.checks.load(Ordering::SeqCst), 1);
+
+        // Probes answer from the last result; only the checker asks the store again.
+        store.down.store(true, Ordering::SeqCst);
+        assert_eq!(readyz(&state).await.0, StatusCode::OK);
+        assert_eq!(store.checks.load(Ordering::SeqCst), 1);
+        assert!(check(&state).await.is_err());
+        let (status, body) = readyz(&state).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["error"]["code"], "not_ready");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("row store \"hbase\"") && message.contains("`prod:user`"),
+            "{message}"
+        );
+
+        store.down.store(false, Ordering::SeqCst);
+        assert!(check(&state).await.is_ok());
+        assert_eq!(readyz(&state).await.0, StatusCode::OK);
+        assert_eq!(store.checks.load(Ordering::SeqCst), 3);
+    }
+}
