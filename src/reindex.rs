@@ -222,7 +222,7 @@ async fn swap(
             &WriterOptions::default(),
         )?;
         runtime.searcher.adopt(&searcher);
-        let source = wiring.live_source(&table_for_swap, &stats)?;
+        let source = wiring.live_source(&table_for_swap)?;
         let handle =
             hbidx_indexer::spawn_with(writer, source, wiring.policy.clone(), publish, stats)?;
         if let Err(err) = std::fs::remove_dir_all(&old) {

@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig};
 use hbidx_indexer::publisher::KafkaPublisher;
 use hbidx_indexer::{
-    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, IndexerStats,
-    Prefetch, Source, WriterOptions,
+    ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Prefetch, Source,
+    WriterOptions,
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
@@ -56,12 +56,8 @@ impl Wiring {
     /// The live source of `table`: its Kafka topic (applied to the embedded store too, when
     /// that holds the rows), or the embedded store's change feed. With the HBase store and no
     /// topic there is no event stream: the index changes only by reindex, repairs and this
-    /// instance's writes, which the indexer running with `stats` takes from its repair queue.
-    pub fn live_source(
-        &self,
-        table: &Arc<TableConfig>,
-        stats: &Arc<IndexerStats>,
-    ) -> Result<Box<dyn Source>> {
+    /// instance's own writes.
+    pub fn live_source(&self, table: &Arc<TableConfig>) -> Result<Box<dyn Source>> {
         let Some(store) = &self.embedded else {
             return Ok(match self.kafka_for(&table.name) {
                 Some(kafka) => {
@@ -78,8 +74,8 @@ impl Wiring {
                     Box::new(Prefetch::new(consumer)?)
                 }
                 None => {
-                    tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store` and read repair");
-                    Box::new(IdleSource::new(stats.clone()))
+                    tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store`, repairs and writes through this instance");
+                    Box::new(IdleSource::default())
                 }
             });
         };
@@ -269,8 +265,7 @@ pub fn open_with_rows(
         let (writer, searcher) =
             open_or_rebuild_index(&index_dir, &table, embedded.as_deref(), &writer_options)
                 .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
-        let stats = Arc::new(IndexerStats::default());
-        let source = wiring.live_source(&table, &stats)?;
+        let source = wiring.live_source(&table)?;
         // Write-through publishes to the topic only when Kafka is the log of an embedded
         // table. With HBase, HBase is the log: writes go to it, and replication brings them to
         // the topic.
@@ -278,10 +273,8 @@ pub fn open_with_rows(
             (Some(kafka), Some(_)) => Some(KafkaPublisher::new(kafka, table.clone())?),
             _ => None,
         };
-        let (publish, _) = tokio::sync::watch::channel(writer.checkpoint().clone());
-        let handle =
-            hbidx_indexer::spawn_with(writer, source, policy.clone(), Arc::new(publish), stats)
-                .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
+        let handle = hbidx_indexer::spawn(writer, source, policy.clone())
+            .with_context(|| format!("starting the indexer of table \"{}\"", table.name))?;
         tables.push(TableRuntime {
             config: table.clone(),
             searcher,

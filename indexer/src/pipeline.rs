@@ -277,6 +277,9 @@ fn start(
     export_metrics: bool,
 ) -> Result<IndexerHandle> {
     source.seek(writer.checkpoint())?;
+    // Queued repairs and writes wake this indexer's poll (a successor after a reindex swap
+    // replaces the waker).
+    stats.repairs.set_waker(source.waker());
     let table = writer.table().name.clone();
     publish.send_replace(writer.checkpoint().clone());
     let indexed = publish.subscribe();

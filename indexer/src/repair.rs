@@ -13,9 +13,8 @@
 //! with an old explicit timestamp), the repair can't win; `diff_row` reports such drift as
 //! not fixable.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
 
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
@@ -127,11 +126,11 @@ pub fn diff_row(
 /// Each accepted mutation gets a ticket, counting up from 1 in queue order; the indexer
 /// publishes the highest ticket covered by an index commit ([`RepairQueue::committed_tickets`]),
 /// which is what a write with `?wait=indexed` waits for.
-#[derive(Debug)]
 pub struct RepairQueue {
     pending: Mutex<Pending>,
-    /// Signalled when something is queued, so an idle source can wake its indexer at once.
-    queued_signal: Condvar,
+    /// The live indexer's source's waker, called when something is queued so that the
+    /// indexer takes it at once rather than after its current poll.
+    waker: Mutex<Option<crate::source::Waker>>,
     capacity: usize,
     /// Repairs accepted.
     pub queued: AtomicU64,
@@ -141,6 +140,19 @@ pub struct RepairQueue {
     pub applied: AtomicU64,
     /// The ticket of the last mutation covered by an index commit.
     committed_ticket: tokio::sync::watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for RepairQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RepairQueue")
+            .field("pending", &self.len())
+            .field("capacity", &self.capacity)
+            .field("queued", &self.queued)
+            .field("dropped", &self.dropped)
+            .field("applied", &self.applied)
+            .field("committed_ticket", &*self.committed_ticket.borrow())
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -160,7 +172,7 @@ impl RepairQueue {
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             pending: Mutex::new(Pending::default()),
-            queued_signal: Condvar::new(),
+            waker: Mutex::new(None),
             capacity,
             queued: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -194,27 +206,29 @@ impl RepairQueue {
         let ticket = pending.last_ticket;
         drop(pending);
         self.queued.fetch_add(1, Ordering::Relaxed);
-        self.queued_signal.notify_all();
+        let waker = self
+            .waker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(wake) = waker {
+            wake();
+        }
         Some(ticket)
+    }
+
+    /// Set by each indexer that starts taking from this queue; `None` clears it.
+    pub fn set_waker(&self, waker: Option<crate::source::Waker>) {
+        *self
+            .waker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = waker;
     }
 
     /// Everything queued so far, oldest first, and the ticket of the last one.
     pub fn drain(&self) -> (Vec<Mutation>, u64) {
         let mut pending = self.lock();
         (std::mem::take(&mut pending.mutations), pending.last_ticket)
-    }
-
-    /// Blocks until something is queued or `timeout` passes. For the indexer thread of a table
-    /// without an event stream ([`crate::IdleSource`]), never for async code.
-    pub fn wait_queued(&self, timeout: Duration) {
-        let pending = self.lock();
-        if pending.mutations.is_empty() {
-            // A spurious or timed-out wake is fine: the caller polls again.
-            let _unused = self
-                .queued_signal
-                .wait_timeout(pending, timeout)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
     }
 
     /// Called by the indexer after an index commit covered every mutation up to `ticket`.
@@ -361,11 +375,18 @@ column = "info:name"
         assert_eq!(queue.dropped.load(Ordering::Relaxed), 1);
         assert_eq!(queue.drain(), (vec![m.clone()], 1));
         assert!(queue.is_empty());
+        // A queued mutation wakes the live indexer's source.
+        let wakes = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = wakes.clone();
+        queue.set_waker(Some(std::sync::Arc::new(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+        })));
         // Tickets go on counting after a drain; commits publish them.
         assert_eq!(queue.submit(m), Some(2));
         let committed = queue.committed_tickets();
         queue.mark_committed(2);
         queue.mark_committed(1);
         assert_eq!(*committed.borrow(), 2);
+        assert_eq!(wakes.load(Ordering::Relaxed), 1);
     }
 }
