@@ -772,12 +772,38 @@ column = "info:phone"
             TBinaryInputProtocol::new(TBufferedReadTransport::new(read), true),
             TBinaryOutputProtocol::new(TBufferedWriteTransport::new(write), true),
         );
-        match client.get_cluster_id() {
-            Err(thrift::Error::Application(err)) => {
-                assert_eq!(err.kind, thrift::ApplicationErrorKind::UnknownMethod);
-                assert_eq!(err.message, "Invalid method name: 'getClusterId'");
+        let entity = || {
+            hbase_thrift::hbase::TAccessControlEntity::new(
+                "u".to_owned(),
+                hbase_thrift::hbase::TPermissionScope::TABLE,
+                "R".to_owned(),
+                b"user".to_vec(),
+                None,
+            )
+        };
+        let answers = [
+            (
+                "getThriftServerType",
+                client.get_thrift_server_type().map(drop),
+            ),
+            ("getClusterId", client.get_cluster_id().map(drop)),
+            (
+                "getTableNamesWithIsTableEnabled",
+                client.get_table_names_with_is_table_enabled().map(drop),
+            ),
+            ("grant", client.grant(entity()).map(drop)),
+            ("revoke", client.revoke(entity()).map(drop)),
+        ];
+        let checked: Vec<&str> = answers.iter().map(|(method, _)| *method).collect();
+        assert_eq!(checked, crate::HBASE_2_ONLY, "every method HBase 1.x lacks");
+        for (method, answer) in answers {
+            match answer {
+                Err(thrift::Error::Application(err)) => {
+                    assert_eq!(err.kind, thrift::ApplicationErrorKind::UnknownMethod);
+                    assert_eq!(err.message, format!("Invalid method name: '{method}'"));
+                }
+                other => panic!("{method}: {other:?}"),
             }
-            other => panic!("{other:?}"),
         }
 
         // A table that is missing, and one that is disabled.
