@@ -55,7 +55,8 @@ impl Wiring {
 
     /// The live source of `table`: its Kafka topic (applied to the embedded store too, when
     /// that holds the rows), or the embedded store's change feed. With the HBase store and no
-    /// topic there is no event stream: the index changes only by reindex and repairs.
+    /// topic there is no event stream: the index changes only by reindex, repairs and this
+    /// instance's own writes.
     pub fn live_source(&self, table: &Arc<TableConfig>) -> Result<Box<dyn Source>> {
         let Some(store) = &self.embedded else {
             return Ok(match self.kafka_for(&table.name) {
@@ -73,8 +74,8 @@ impl Wiring {
                     Box::new(Prefetch::new(consumer)?)
                 }
                 None => {
-                    tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store` and read repair");
-                    Box::new(IdleSource)
+                    tracing::warn!(table = %table.name, "no [[sources]] for this HBase table: its index changes only by `reindex --from-store`, repairs and writes through this instance");
+                    Box::new(IdleSource::default())
                 }
             });
         };
@@ -300,6 +301,7 @@ pub fn open_with_rows(
         .with_reindexer(reindexer)
         .with_auth(auth);
     state.store_has_feed = embedded.is_some();
+    state.store_name = store_name;
     if let Some(handle) = metrics {
         state = state.with_metrics(handle);
     }
@@ -382,6 +384,8 @@ impl Runtime {
     pub async fn serve(self, http: crate::http::HttpServer) -> Result<()> {
         // Feeds the dashboard; it stops by itself once the state is dropped.
         let _sampler = hbidx_query::ops::spawn_sampler(&self.state);
+        // What /readyz answers from; the same.
+        let _readiness = hbidx_query::readiness::spawn_checker(&self.state);
         http.run(shutdown_signal()).await?;
         tracing::info!("shutting down: committing indexes");
         self.shutdown_indexers().await

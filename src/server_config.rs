@@ -10,6 +10,7 @@
 //! thrift_workers = 64                # connections served at once (one thread each)
 //! thrift_transport = "buffered"      # or "framed"
 //! thrift_protocol = "binary"         # or "compact"
+//! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
 //! rowkey_cache_mb = 64               # per table: decoded index rowkeys kept in RAM
 //! ```
 
@@ -17,7 +18,9 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result, bail};
 use hbidx_schema::config::Config;
-use hbidx_store::gateway::{DEFAULT_WORKERS, GatewayOptions, ThriftProtocol, ThriftTransport};
+use hbidx_store::gateway::{
+    DEFAULT_WORKERS, GatewayOptions, HbaseApi, ThriftProtocol, ThriftTransport,
+};
 use serde::Deserialize;
 
 /// The REST API's address when neither `--listen` nor `[server] listen` says.
@@ -33,6 +36,7 @@ struct RawServer {
     thrift_workers: Option<i64>,
     thrift_transport: Option<String>,
     thrift_protocol: Option<String>,
+    thrift_hbase_version: Option<i64>,
     rowkey_cache_mb: Option<i64>,
 }
 
@@ -52,6 +56,9 @@ pub struct ServerConfig {
     pub thrift_workers: usize,
     pub thrift_transport: ThriftTransport,
     pub thrift_protocol: ThriftProtocol,
+    /// The HBase release the gateway answers like: 1.x refuses the methods 2.0 added, so a
+    /// client (hbidx's own HBase store included) can be checked against a 1.x cluster.
+    pub thrift_api: HbaseApi,
     /// Budget of each table searcher's rowkey cache (`WriterOptions::rowkey_cache_bytes`).
     /// Its hit ratio is on `/metrics` (`hbidx_rowkey_cache_*`): when misses keep pace with
     /// hits, the working set is bigger than the budget.
@@ -134,6 +141,11 @@ impl ServerConfig {
                 .parse()
                 .map_err(|error: String| anyhow::anyhow!("server.thrift_protocol: {error}"))?,
         };
+        let thrift_api = match raw.thrift_hbase_version {
+            None | Some(2) => HbaseApi::V2,
+            Some(1) => HbaseApi::V1,
+            Some(other) => bail!("server.thrift_hbase_version: {other} is not 1 or 2"),
+        };
         let rowkey_cache_bytes = match raw.rowkey_cache_mb {
             None => hbidx_indexer::index::DEFAULT_ROWKEY_CACHE_BYTES,
             Some(mb @ 1..=65536) => (mb as u64) << 20,
@@ -148,6 +160,7 @@ impl ServerConfig {
             thrift_workers,
             thrift_transport,
             thrift_protocol,
+            thrift_api,
         })
     }
 
@@ -168,6 +181,7 @@ impl ServerConfig {
             transport: self.thrift_transport,
             protocol: self.thrift_protocol,
             workers: self.thrift_workers,
+            api: self.thrift_api,
             ..GatewayOptions::new(listen)
         })
     }
@@ -202,7 +216,7 @@ mod tests {
     #[test]
     fn thrift_keys_are_read_and_checked() {
         let config = parse(
-            "thrift_listen = \"127.0.0.1:9091\"\nthrift_workers = 8\nthrift_transport = \"framed\"\nthrift_protocol = \"compact\"",
+            "thrift_listen = \"127.0.0.1:9091\"\nthrift_workers = 8\nthrift_transport = \"framed\"\nthrift_protocol = \"compact\"\nthrift_hbase_version = 1",
         )
         .unwrap();
         let gateway = config.gateway(None).unwrap();
@@ -210,6 +224,9 @@ mod tests {
         assert_eq!(gateway.workers, 8);
         assert_eq!(gateway.transport, ThriftTransport::Framed);
         assert_eq!(gateway.protocol, ThriftProtocol::Compact);
+        assert_eq!(gateway.api, HbaseApi::V1);
+        let error = parse("thrift_hbase_version = 3").unwrap_err().to_string();
+        assert!(error.contains("server.thrift_hbase_version"), "{error}");
 
         let error = parse("thrift_listen = \"nowhere\"")
             .unwrap_err()

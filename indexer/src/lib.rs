@@ -33,5 +33,6 @@ pub use pipeline::{
 };
 pub use prefetch::Prefetch;
 pub use source::{
-    ApplyToStore, CHANGE_FEED, ChangeFeedSource, CommitBarrier, IdleSource, PartitionReport, Source,
+    ApplyToStore, CHANGE_FEED, ChangeFeedSource, CommitBarrier, IdleSource, PartitionReport,
+    Source, Waker,
 };

@@ -277,6 +277,9 @@ fn start(
     export_metrics: bool,
 ) -> Result<IndexerHandle> {
     source.seek(writer.checkpoint())?;
+    // Queued repairs and writes wake this indexer's poll (a successor after a reindex swap
+    // replaces the waker).
+    stats.repairs.set_waker(source.waker());
     let table = writer.table().name.clone();
     publish.send_replace(writer.checkpoint().clone());
     let indexed = publish.subscribe();
@@ -343,6 +346,11 @@ fn run(
     let mut changed_at = Instant::now();
     let mut compacted_at: Option<Instant> = None;
     let mut compacted_since_change = false;
+    // The ticket of the last repair queue entry applied, published at the next commit, and the
+    // entries applied since the last commit: a rollback drops them from the index, so they are
+    // applied again after it (a write waiting for its ticket must not be told it is indexed).
+    let mut applied_ticket = 0u64;
+    let mut uncommitted_repairs: Vec<hbidx_schema::model::Mutation> = Vec::new();
     loop {
         let stopping = stop.load(Ordering::SeqCst);
         let delay = if behind {
@@ -405,6 +413,15 @@ fn run(
                         }
                         pending_checkpoint = false;
                         first_uncommitted = None;
+                        for repair in &uncommitted_repairs {
+                            if let Err(err) = writer.apply_repair(repair) {
+                                tracing::error!(table = %table, error = %err, "repair failed");
+                            }
+                        }
+                        if !uncommitted_repairs.is_empty() {
+                            pending_checkpoint = true;
+                            first_uncommitted = Some(Instant::now());
+                        }
                         std::thread::sleep(backoff);
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                         continue;
@@ -428,8 +445,10 @@ fn run(
             }
         }
         if !stopping {
-            let repairs = stats.repairs.drain();
+            let (repairs, upto) = stats.repairs.drain();
             if !repairs.is_empty() {
+                applied_ticket = upto;
+                uncommitted_repairs.extend(repairs.iter().cloned());
                 let mut applied = 0u64;
                 for repair in &repairs {
                     match writer.apply_repair(repair) {
@@ -479,10 +498,8 @@ fn run(
                     stats_generation = refresh_index_stats(writer, stats, metrics);
                     source.committed(&checkpoint);
                     publish.send_replace(checkpoint);
-                    stats.repairs.committed.store(
-                        stats.repairs.applied.load(Ordering::Relaxed),
-                        Ordering::Relaxed,
-                    );
+                    stats.repairs.mark_committed(applied_ticket);
+                    uncommitted_repairs.clear();
                     pending_checkpoint = false;
                     first_uncommitted = None;
                     reported_at = None;

@@ -26,7 +26,7 @@ use hbidx_schema::model::ChangeEvent;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
-use crate::source::{CommitBarrier, PartitionReport, Source};
+use crate::source::{CommitBarrier, PartitionReport, Source, Waker};
 
 /// Batches polled ahead of the indexer. Two keep the polling thread busy while the indexer
 /// works on one; more would only hold more memory.
@@ -62,6 +62,9 @@ pub struct Prefetch {
     max: Arc<AtomicUsize>,
     reports: Arc<Mutex<Vec<PartitionReport>>>,
     barrier: Option<CommitBarrier>,
+    /// See [`Source::waker`]: a pending wake-up ends the indexer's wait for a batch.
+    wake: Sender<()>,
+    woken: Receiver<()>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -90,6 +93,7 @@ impl Prefetch {
                 source_name: name.clone(),
                 reason: format!("cannot start the polling thread: {err}"),
             })?;
+        let (wake, woken) = bounded(1);
         Ok(Self {
             name,
             epoch: 0,
@@ -98,6 +102,8 @@ impl Prefetch {
             max,
             reports,
             barrier,
+            wake,
+            woken,
             thread: Some(thread),
         })
     }
@@ -142,15 +148,17 @@ impl Source for Prefetch {
         self.max.store(max.max(1), Ordering::Relaxed);
         let deadline = Instant::now() + timeout;
         loop {
-            match self
-                .batches
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                // Polled before the last seek: from the old position, so never applied.
-                Ok((epoch, _)) if epoch != self.epoch => continue,
-                Ok((_, batch)) => return batch,
-                Err(RecvTimeoutError::Timeout) => return Ok(Vec::new()),
-                Err(RecvTimeoutError::Disconnected) => return Err(self.gone()),
+            let left = deadline.saturating_duration_since(Instant::now());
+            crossbeam_channel::select! {
+                recv(self.batches) -> batch => match batch {
+                    // Polled before the last seek: from the old position, so never applied.
+                    Ok((epoch, _)) if epoch != self.epoch => continue,
+                    Ok((_, batch)) => return batch,
+                    Err(_) => return Err(self.gone()),
+                },
+                // Woken: the indexer has other work queued; a batch waits for the next poll.
+                recv(self.woken) -> _ => return Ok(Vec::new()),
+                default(left) => return Ok(Vec::new()),
             }
         }
     }
@@ -163,6 +171,14 @@ impl Source for Prefetch {
 
     fn commit_barrier(&self) -> Option<CommitBarrier> {
         self.barrier.clone()
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let wake = self.wake.clone();
+        Some(Arc::new(move || {
+            // Full means a wake-up is already pending.
+            let _pending = wake.try_send(());
+        }))
     }
 
     fn report(&mut self) -> Vec<PartitionReport> {

@@ -21,6 +21,9 @@ use crate::error::{IndexerError, Result};
 /// ([`crate::prefetch`]).
 pub type CommitBarrier = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
+/// See [`Source::waker`]. Cheap and non-blocking: it may be called from async code.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
 pub trait Source: Send + 'static {
     /// The name under which this source's partitions appear in the checkpoint.
     fn name(&self) -> &str;
@@ -34,6 +37,13 @@ pub trait Source: Send + 'static {
     /// with the events besides handing them over (applying them to the embedded store) must be
     /// durable by then. `None`: nothing to do.
     fn commit_barrier(&self) -> Option<CommitBarrier> {
+        None
+    }
+    /// Something that makes a `poll` waiting for events return at once, called when work that
+    /// doesn't come from the source is queued for the indexer (a repair, or a write this
+    /// instance made to HBase that `?wait=indexed` waits on). `None`: polls return within their
+    /// timeout anyway, which is short.
+    fn waker(&self) -> Option<Waker> {
         None
     }
     /// Per-partition positions and counters for the status endpoint. May do a little blocking
@@ -124,6 +134,10 @@ impl<S: Source> Source for ApplyToStore<S> {
         }))
     }
 
+    fn waker(&self) -> Option<Waker> {
+        self.inner.waker()
+    }
+
     fn report(&mut self) -> Vec<PartitionReport> {
         self.inner.report()
     }
@@ -198,10 +212,22 @@ impl Source for ChangeFeedSource {
 }
 
 /// A source with no events: the live source of a table whose rows are in HBase and which has no
-/// Kafka topic. Its index changes only by reindex (`--from-store`) and repairs, which still need
-/// a running indexer to apply them.
-#[derive(Debug, Default)]
-pub struct IdleSource;
+/// Kafka topic. Its index changes only by reindex (`--from-store`), repairs and this instance's
+/// own writes, which still need a running indexer to apply them. Its [`Source::waker`] ends a
+/// poll at once, so a queued write is applied without waiting out the poll.
+#[derive(Debug)]
+pub struct IdleSource {
+    wake: crossbeam_channel::Sender<()>,
+    woken: crossbeam_channel::Receiver<()>,
+}
+
+impl Default for IdleSource {
+    fn default() -> Self {
+        // One pending wake-up is enough: it makes the next poll return.
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        Self { wake, woken }
+    }
+}
 
 /// The name [`IdleSource`] gives its (never used) checkpoint entries.
 pub const IDLE: &str = "none";
@@ -216,10 +242,21 @@ impl Source for IdleSource {
     }
 
     fn poll(&mut self, _max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
-        // Bounded so the pipeline still drains repairs and sees a stop request promptly.
-        std::thread::sleep(timeout.min(Duration::from_millis(100)));
+        // Bounded so the pipeline still sees a stop request promptly; a timeout and a wake-up
+        // end the same way.
+        let _woken = self
+            .woken
+            .recv_timeout(timeout.min(Duration::from_millis(100)));
         Ok(Vec::new())
     }
 
     fn committed(&mut self, _checkpoint: &Checkpoint) {}
+
+    fn waker(&self) -> Option<Waker> {
+        let wake = self.wake.clone();
+        Some(Arc::new(move || {
+            // Full means a wake-up is already pending.
+            let _pending = wake.try_send(());
+        }))
+    }
 }

@@ -22,7 +22,7 @@ pub struct ErrorBody {
     /// Stable machine-readable code: `bad_request`, `not_found`, `unauthorized`, `forbidden`,
     /// `rate_limited`, `conflict`, `payload_too_large`, `index_wait_timeout`,
     /// `store_unavailable`, `log_unavailable`, `store_table_missing`, `store_rejected`,
-    /// `internal`.
+    /// `not_ready`, `internal`.
     #[schema(example = "bad_request")]
     pub code: &'static str,
     /// What is wrong, for people. Server errors say only to see the server log.
@@ -44,12 +44,18 @@ pub enum ApiError {
     Conflict(String),
     #[error("request body too large: {0}")]
     PayloadTooLarge(String),
-    /// Waiting for the index (`?wait=indexed`) took too long. The write itself succeeded.
-    #[error("the write was stored (offset {offset}) but was not searchable within {waited_ms} ms")]
-    IndexWaitTimeout { offset: i64, waited_ms: u64 },
+    /// Waiting for the index (`?wait=indexed`) took too long, or the index can't take the
+    /// write now. The write itself succeeded; `detail` says where it is and why it isn't
+    /// searchable yet.
+    #[error("the write was stored {detail}")]
+    IndexWaitTimeout { detail: String },
     /// The row store can't be reached right now.
     #[error("row store unavailable: {0}")]
     StoreUnavailable(String),
+    /// `/readyz`: the row store can't serve a table right now; the reason names the store and
+    /// the table.
+    #[error("not ready: {reason}")]
+    NotReady { reason: String },
     /// The table's Kafka topic did not acknowledge a write-through event; nothing was written.
     #[error("event log unavailable: {0}")]
     LogUnavailable(String),
@@ -121,6 +127,7 @@ impl ApiError {
             ApiError::StoreUnavailable(_) | ApiError::Store(StoreError::Unavailable(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None)
             }
+            ApiError::NotReady { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_ready", None),
             ApiError::LogUnavailable(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "log_unavailable", None)
             }

@@ -15,6 +15,7 @@ pub mod jobs;
 mod lookup;
 pub mod openapi;
 pub mod ops;
+pub mod readiness;
 mod repair;
 pub mod telemetry;
 pub mod verify;
@@ -95,8 +96,13 @@ pub struct AppState {
     /// Runs `POST /v1/tables/{table}/reindex`; `None` where the process can't.
     pub reindexer: Option<Arc<dyn jobs::Reindexer>>,
     /// Whether store writes return a change-feed offset (the embedded store) that
-    /// `?wait=indexed` can wait for. False with HBase.
+    /// `?wait=indexed` can wait for. False with HBase, whose writes are applied to the index
+    /// here through the table's repair queue instead.
     pub store_has_feed: bool,
+    /// The row store's name in readiness reasons (`embedded`, `hbase`).
+    pub store_name: &'static str,
+    /// The row store's last health check, which `/readyz` answers from.
+    pub readiness: readiness::Readiness,
     /// Bounds the read-repair tasks running at once.
     pub(crate) repair_permits: Arc<tokio::sync::Semaphore>,
     /// The API keys every route but the health checks requires. Empty by default: a state
@@ -127,6 +133,8 @@ impl AppState {
             jobs: jobs::Jobs::default(),
             reindexer: None,
             store_has_feed: true,
+            store_name: "embedded",
+            readiness: readiness::Readiness::default(),
             repair_permits: repair::permits(),
             auth: auth::Auth::default(),
             metrics: None,
@@ -245,23 +253,22 @@ async fn health() -> &'static str {
     "ok"
 }
 
-/// Readiness: the row store answers.
+/// Readiness: the row store serves every table (HBase: reachable, each table present and
+/// enabled), as its last health check found; checked every 2 s.
 #[utoipa::path(
     get,
     path = "/readyz",
     tag = "health",
     responses(
         (status = 200, description = "Ready to serve lookups", body = String, content_type = "text/plain"),
-        (status = 503, description = "The row store can't be reached", body = ErrorResponse),
+        (status = 503, description = "Not ready (`not_ready`): the row store can't be reached, or a table is missing or disabled in it; the message names the store and the table", body = ErrorResponse),
     )
 )]
 async fn ready(
     axum::extract::State(state): axum::extract::State<SharedState>,
 ) -> Result<&'static str, ApiError> {
-    // Ready when the store answers; the index is always readable once opened.
-    for name in state.tables.keys() {
-        state.store.get_rows(name, &[], None).await?;
-    }
+    // The index is always readable once opened: readiness is the store's.
+    readiness::ready(&state).await?;
     Ok("ready")
 }
 

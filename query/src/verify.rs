@@ -16,8 +16,7 @@
 //! caller (an admin), never to the log.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -289,25 +288,34 @@ pub async fn run(
 /// Hands repairs to the live indexer and waits until it has applied them and committed.
 async fn apply_repairs(runtime: &TableRuntime, repairs: Vec<Drift>) -> Result<u64, ApiError> {
     let queue = &runtime.stats.repairs;
-    let target = queue.applied.load(Ordering::Relaxed);
     let mut pushed = 0u64;
+    let mut last_ticket = None;
     for drift in repairs {
         // Repairs the merge can't win would change nothing; don't queue them.
-        if drift.fixable && queue.push(drift.repair) {
+        if !drift.fixable {
+            continue;
+        }
+        if let Some(ticket) = queue.submit(drift.repair) {
             pushed += 1;
+            last_ticket = Some(ticket);
         }
     }
-    let target = target + pushed;
-    // Applied and committed (durable and searchable): the indexer moves `committed` up to
-    // `applied` at each commit.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while queue.committed.load(Ordering::Relaxed) < target {
-        if Instant::now() > deadline {
-            return Err(ApiError::Internal(
-                "the table's indexer did not apply and commit the repairs within 2 minutes".into(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let Some(last_ticket) = last_ticket else {
+        return Ok(0);
+    };
+    // Applied and committed (durable and searchable): tickets count in queue order, so the
+    // commit covering the last one covers them all, whatever else (read repairs, writes to
+    // HBase) was queued in between.
+    let mut committed = queue.committed_tickets();
+    match tokio::time::timeout(
+        Duration::from_secs(120),
+        committed.wait_for(|at| *at >= last_ticket),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(pushed),
+        _ => Err(ApiError::Internal(
+            "the table's indexer did not apply and commit the repairs within 2 minutes".into(),
+        )),
     }
-    Ok(pushed)
 }

@@ -6,6 +6,14 @@
 //! the consumed event is what applies the write (to the embedded store and the index), on this
 //! instance and on every replica. `?wait=indexed` returns only once the table's index checkpoint
 //! covers the write here (read-your-writes).
+//!
+//! With the rows in HBase, HBase is the log, and its replication (through Kafka, if the table
+//! has a source) reaches the index at an offset hbidx can't know. So once HBase has acknowledged
+//! a write, the same mutation, with the same cell timestamps, is handed to this instance's
+//! indexer through the table's repair queue; `?wait=indexed` waits for the index commit that
+//! covers its ticket. The replicated copy arriving later merges as a no-op (cell timestamps
+//! decide). A crash between the acknowledgement and that commit leaves the row in HBase and
+//! not in this index until the replicated event or the next `verify --repair` brings it in.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -72,7 +80,8 @@ pub struct WriteResponse {
     /// Its rowkey in HBase's printable form.
     pub rowkey: String,
     /// Where the write landed: the change feed (partition 0) or the Kafka topic's partition, and
-    /// its offset there (what `wait=indexed` waits for).
+    /// its offset there (what `wait=indexed` waits for); null for a table whose rows are in
+    /// HBase.
     pub partition: Option<i32>,
     pub offset: Option<i64>,
     /// Whether the answer waited until the index had the write.
@@ -156,32 +165,47 @@ fn rand_rng() -> impl rand::Rng {
     rand::rng()
 }
 
-/// `?wait=indexed` needs a position to wait for: a Kafka offset (write-through publishes) or a
-/// change-feed offset (embedded store). A write to HBase has neither: the index learns of it
-/// through HBase replication to Kafka, at an offset hbidx can't know. Refused before writing.
-fn ensure_waitable(state: &SharedState, runtime: &TableRuntime) -> Result<(), ApiError> {
-    if runtime.publisher.is_some() || state.store_has_feed {
-        return Ok(());
-    }
-    Err(ApiError::bad_request(
-        "wait",
-        format!(
-            "wait=indexed is not available for table \"{}\": its rows are in HBase and the index follows them through replication, so there is no position to wait for; use wait=stored",
-            runtime.config.name
-        ),
-    ))
-}
-
 /// Where a write landed: `(source name, partition, offset)`.
 type Landed = (String, i32, i64);
+
+/// What a write left for `?wait=indexed` to wait on.
+#[derive(Debug, Default)]
+struct Written {
+    /// Positions in the change feed or the table's topic.
+    landed: Vec<Landed>,
+    /// With the rows in HBase: the repair-queue ticket of the write's local apply; `None` when
+    /// the queue was full and the write was left to replication and verify.
+    ticket: Option<u64>,
+    /// The write went to HBase.
+    hbase: bool,
+}
 
 async fn wait_indexed(
     state: &SharedState,
     runtime: &TableRuntime,
-    landed: &[Landed],
+    written: &Written,
 ) -> Result<(), ApiError> {
-    let mut indexed = runtime.indexed.clone();
     let limit = state.limits.index_wait;
+    let timed_out = |at: String| ApiError::IndexWaitTimeout {
+        detail: format!(
+            "({at}) but was not searchable within {} ms",
+            limit.as_millis()
+        ),
+    };
+    if written.hbase {
+        let Some(ticket) = written.ticket else {
+            return Err(ApiError::IndexWaitTimeout {
+                detail: "in HBase, but this instance's indexer has too many queued changes to take it now; HBase replication or the next verify brings it into the index".to_owned(),
+            });
+        };
+        let mut committed = runtime.stats.repairs.committed_tickets();
+        return match tokio::time::timeout(limit, committed.wait_for(|at| *at >= ticket)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(timed_out("in HBase".to_owned())),
+        };
+    }
+    let landed = &written.landed;
+    let mut indexed = runtime.indexed.clone();
     let waited = tokio::time::timeout(
         limit,
         indexed.wait_for(|checkpoint| {
@@ -195,22 +219,23 @@ async fn wait_indexed(
     .await;
     match waited {
         Ok(Ok(_)) => Ok(()),
-        _ => Err(ApiError::IndexWaitTimeout {
-            offset: landed.last().map_or(0, |(_, _, offset)| *offset),
-            waited_ms: limit.as_millis() as u64,
-        }),
+        _ => Err(timed_out(format!(
+            "offset {}",
+            landed.last().map_or(0, |(_, _, offset)| *offset)
+        ))),
     }
 }
 
-/// Writes mutations through: to the Kafka topic when the table has one, else to the store.
+/// Writes mutations through: to the Kafka topic when the table has one, else to the store;
+/// with the rows in HBase, also to this instance's index (see the module docs).
 async fn write_through(
     state: &SharedState,
     runtime: &TableRuntime,
     mutations: Vec<Mutation>,
     op: &'static str,
-) -> Result<Vec<Landed>, ApiError> {
+) -> Result<Written, ApiError> {
     let table = &runtime.config.name;
-    let landed = match &runtime.publisher {
+    let written = match &runtime.publisher {
         Some(publisher) => {
             let mut landed = Vec::with_capacity(mutations.len());
             for mutation in &mutations {
@@ -220,19 +245,55 @@ async fn write_through(
                     .map_err(|err| ApiError::LogUnavailable(err.to_string()))?;
                 landed.push((published.source_name, published.partition, published.offset));
             }
-            landed
+            Written {
+                landed,
+                ..Written::default()
+            }
+        }
+        None if state.store_has_feed => {
+            let receipt = state.store.mutate(mutations).await?;
+            Written {
+                landed: offset_of(&receipt, table)
+                    .map(|offset| (CHANGE_FEED.to_string(), 0, offset))
+                    .into_iter()
+                    .collect(),
+                ..Written::default()
+            }
         }
         None => {
-            let receipt = state.store.mutate(mutations).await?;
-            offset_of(&receipt, table)
-                .map(|offset| (CHANGE_FEED.to_string(), 0, offset))
-                .into_iter()
-                .collect()
+            // On a task of its own: a caller hanging up mid-call would otherwise drop this
+            // future after HBase took the write (the blocking Thrift call runs on regardless)
+            // and before the index got it.
+            let store = state.store.clone();
+            let stats = runtime.stats.clone();
+            let table = table.clone();
+            let applied = tokio::spawn(async move {
+                store.mutate(mutations.clone()).await?;
+                // Acknowledged by HBase: now the local index, with the same timestamps. The
+                // queue hands out tickets in order, so the last one covers the whole write.
+                let mut ticket = None;
+                for mutation in mutations {
+                    ticket = stats.repairs.submit(mutation);
+                    if ticket.is_none() {
+                        tracing::warn!(table = %table, "repair queue full: a write to HBase is left to replication and verify");
+                        break;
+                    }
+                }
+                Ok::<_, ApiError>(ticket)
+            });
+            let ticket = applied
+                .await
+                .map_err(|err| ApiError::Internal(format!("write task failed: {err}")))??;
+            Written {
+                landed: Vec::new(),
+                ticket,
+                hbase: true,
+            }
         }
     };
     state.counters.writes.fetch_add(1, Ordering::Relaxed);
     metrics::counter!("hbidx_writes_total", "table" => table.clone(), "op" => op).increment(1);
-    Ok(landed)
+    Ok(written)
 }
 
 /// Writes cells of one row through to the store (or the table's Kafka topic). Indexed values
@@ -266,9 +327,6 @@ pub async fn put_row(
     let started = Instant::now();
     let wait = wants_indexed(&pairs)?;
     let runtime = state.table(&table_name)?;
-    if wait {
-        ensure_waitable(&state, runtime)?;
-    }
     let table = runtime.config.clone();
     if body.cells.is_empty() {
         return Err(ApiError::bad_request("cells", "give at least one cell"));
@@ -312,7 +370,7 @@ pub async fn put_row(
         });
     }
     let rowkey = rowkey_for_write(&state, &table, &key).await?;
-    let landed = write_through(
+    let written = write_through(
         &state,
         runtime,
         vec![Mutation {
@@ -324,8 +382,9 @@ pub async fn put_row(
     )
     .await?;
     if wait {
-        wait_indexed(&state, runtime, &landed).await?;
+        wait_indexed(&state, runtime, &written).await?;
     }
+    let landed = &written.landed;
     Ok(Json(WriteResponse {
         key,
         rowkey: printable(&rowkey),
@@ -363,9 +422,6 @@ pub async fn delete_row(
     let started = Instant::now();
     let wait = wants_indexed(&pairs)?;
     let runtime = state.table(&table_name)?;
-    if wait {
-        ensure_waitable(&state, runtime)?;
-    }
     let table = runtime.config.clone();
     let codec = &table.rowkey;
     let rowkeys = existing_rowkeys(codec, &key)?;
@@ -378,10 +434,11 @@ pub async fn delete_row(
             ops: vec![CellOp::DeleteRow { ts }],
         })
         .collect();
-    let landed = write_through(&state, runtime, mutations, "delete").await?;
+    let written = write_through(&state, runtime, mutations, "delete").await?;
     if wait {
-        wait_indexed(&state, runtime, &landed).await?;
+        wait_indexed(&state, runtime, &written).await?;
     }
+    let landed = &written.landed;
     Ok(Json(WriteResponse {
         key,
         rowkey: rowkeys.first().map(|rk| printable(rk)).unwrap_or_default(),

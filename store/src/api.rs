@@ -90,6 +90,14 @@ pub trait RowStore: Send + Sync {
     /// atomic: it is validated first, and either every mutation is applied or none is.
     async fn mutate(&self, mutations: Vec<Mutation>) -> Result<WriteReceipt>;
 
+    /// Whether the store can serve every table it was opened for: reachable, and each table
+    /// present and enabled. Bounded by a short deadline, since a readiness probe calls it
+    /// periodically. The error names the table at fault. A store that is local and open (the
+    /// embedded one) is always healthy.
+    async fn health(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The tables this store serves.
     fn tables(&self) -> Vec<String>;
 }

@@ -78,6 +78,18 @@ pub enum StoreError {
         store_table: String,
     },
 
+    /// A configured table exists in the remote store but is disabled, so it can't be read or
+    /// written until it is enabled again.
+    #[error(
+        "table `{table}` is disabled in HBase (as `{store_table}`); enable it with `enable '{store_table}'` in the HBase shell"
+    )]
+    TableDisabled {
+        /// The hbidx table name.
+        table: String,
+        /// The name HBase knows it by.
+        store_table: String,
+    },
+
     /// The remote store rejected a call for a reason retrying won't fix (HBase `IOError` or
     /// `IllegalArgument`). The message is the server's.
     #[error("store rejected the call: {0}")]

@@ -19,6 +19,9 @@
 //!   clients, hbidx's own `HbaseStore` included, look for in an `IOError`.
 //! - Everything else (`atomicIncrement`, `increment(Rows)`, `append`, `checkAndPut`,
 //!   `getRegionInfo`, `grant`, `revoke`) answers an `IOError` naming the method.
+//! - [`HbaseApi::V1`] answers like HBase 1.x's server instead: the methods HBase 2.0 added
+//!   ([`HBASE_2_ONLY`](crate::HBASE_2_ONLY)) are a `TApplicationException` "Invalid method
+//!   name", so a client can be checked against a 1.x cluster without one.
 //!
 //! # HBase semantics kept, and where the store differs
 //!
@@ -96,6 +99,17 @@ const MAX_ROWS_PER_CALL: usize = 10_000;
 /// How long `serve` waits for the server thread to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Which HBase release's Thrift1 server the gateway answers like.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HbaseApi {
+    /// HBase 1.x: no `getThriftServerType`, `getClusterId`, `getTableNamesWithIsTableEnabled`,
+    /// `grant`, `revoke` ("Invalid method name", as its server answers).
+    V1,
+    /// HBase 2.x: the whole IDL hbase-thrift is generated from.
+    #[default]
+    V2,
+}
+
 /// How to run the gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayOptions {
@@ -109,6 +123,8 @@ pub struct GatewayOptions {
     pub scanner_lease: Duration,
     /// Open scanners allowed at once; opening one more is an `IOError`.
     pub max_scanners: usize,
+    /// The HBase release to answer like.
+    pub api: HbaseApi,
 }
 
 impl GatewayOptions {
@@ -122,6 +138,7 @@ impl GatewayOptions {
             workers: DEFAULT_WORKERS,
             scanner_lease: DEFAULT_SCANNER_LEASE,
             max_scanners: DEFAULT_MAX_SCANNERS,
+            api: HbaseApi::default(),
         }
     }
 }
@@ -344,6 +361,14 @@ impl From<StoreError> for Failure {
             }
         }
     }
+}
+
+/// What HBase 1.x's Java server (`TBaseProcessor`) answers for a method it doesn't have.
+fn invalid_method(method: &str) -> thrift::Error {
+    thrift::Error::Application(thrift::ApplicationError::new(
+        thrift::ApplicationErrorKind::UnknownMethod,
+        format!("Invalid method name: '{method}'"),
+    ))
 }
 
 fn unsupported(method: &str) -> thrift::Error {
@@ -610,6 +635,7 @@ pub struct Gateway {
     max_scanners: usize,
     /// Where clients reach this server, for `getTableRegions`.
     address: SocketAddr,
+    api: HbaseApi,
 }
 
 impl Gateway {
@@ -639,6 +665,15 @@ impl Gateway {
             scanner_lease: options.scanner_lease,
             max_scanners: options.max_scanners,
             address,
+            api: options.api,
+        }
+    }
+
+    /// Refuses a method HBase 2.0 added when answering like 1.x.
+    fn since_hbase_2(&self, method: &str) -> thrift::Result<()> {
+        match self.api {
+            HbaseApi::V1 => Err(invalid_method(method)),
+            HbaseApi::V2 => Ok(()),
         }
     }
 
@@ -1113,6 +1148,7 @@ impl HbaseSyncHandler for Gateway {
     fn handle_get_table_names_with_is_table_enabled(
         &self,
     ) -> thrift::Result<BTreeMap<Vec<u8>, bool>> {
+        self.since_hbase_2("getTableNamesWithIsTableEnabled")?;
         Ok(self
             .table_names()
             .into_iter()
@@ -1516,18 +1552,22 @@ impl HbaseSyncHandler for Gateway {
     }
 
     fn handle_get_thrift_server_type(&self) -> thrift::Result<TThriftServerType> {
+        self.since_hbase_2("getThriftServerType")?;
         Ok(TThriftServerType::ONE)
     }
 
     fn handle_get_cluster_id(&self) -> thrift::Result<String> {
+        self.since_hbase_2("getClusterId")?;
         Ok("hbidx-embedded".to_owned())
     }
 
     fn handle_grant(&self, _info: TAccessControlEntity) -> thrift::Result<bool> {
+        self.since_hbase_2("grant")?;
         Err(unsupported("grant"))
     }
 
     fn handle_revoke(&self, _info: TAccessControlEntity) -> thrift::Result<bool> {
+        self.since_hbase_2("revoke")?;
         Err(unsupported("revoke"))
     }
 }

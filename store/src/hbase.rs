@@ -18,6 +18,9 @@
 //!   finds out when HBase is back. Nothing needs a restart.
 //! - **`getRows*` drops missing rows and is not positional**: results are matched by
 //!   `TRowResult.row`.
+//! - **Only calls HBase 1.x serves too**, through [`crate::thrift1`]'s narrowed client.
+//! - **Health** ([`RowStore::health`]): `isTableEnabled` per configured table, with a short
+//!   deadline and no retries: up, present and enabled in one call.
 //! - Mutations with several cell timestamps become one `mutateRowsTs` per timestamp (Thrift1 has
 //!   one timestamp per call), so they are atomic per timestamp, not as a whole; row deletes use
 //!   `deleteAllRowTs`. hbidx's own writes use one timestamp per mutation.
@@ -30,8 +33,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 use hbase_thrift::hbase::{
-    BatchMutation, HbaseSyncClient, IOError, IllegalArgument, Mutation as TMutation,
-    THbaseSyncClient, TRowResult, TScan,
+    BatchMutation, HbaseSyncClient, IOError, IllegalArgument, Mutation as TMutation, TRowResult,
+    TScan,
 };
 use hbidx_schema::model::{CellOp, Mutation};
 use thrift::protocol::{
@@ -49,8 +52,11 @@ use crate::breaker::{Breaker, BreakerState};
 use crate::config::{HbaseConfig, ThriftProtocol, ThriftTransport};
 use crate::embedded::prefix_successor;
 use crate::error::{Result, StoreError};
+use crate::thrift1::Thrift1Client as Client;
 
-type Client = HbaseSyncClient<Box<dyn TInputProtocol + Send>, Box<dyn TOutputProtocol + Send>>;
+/// The deadline of a health check: short, since it only has to tell up from down, and a
+/// readiness probe should not wait out a lookup's `timeout`.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A pooled Thrift connection. `broken` is set after a transport or protocol error: the stream
 /// may hold half a response, so it is dropped instead of being handed out again.
@@ -144,7 +150,7 @@ impl Manager {
                 ),
             };
         Ok(Connection {
-            client: HbaseSyncClient::new(input, output),
+            client: Client::new(HbaseSyncClient::new(input, output)),
             broken: false,
         })
     }
@@ -218,24 +224,25 @@ impl HbaseStore {
             .ok_or_else(|| StoreError::UnknownTable(table.to_owned()))
     }
 
-    /// The configured tables HBase doesn't have (one `getTableNames` call).
-    pub async fn missing_tables(&self) -> Result<Vec<String>> {
-        let existing = self
-            .call("get_table_names", |client| client.get_table_names())
-            .await?;
-        let mut missing: Vec<String> = self
-            .tables
-            .iter()
-            .filter(|(_, hbase)| !existing.iter().any(|name| name == hbase.as_bytes()))
-            .map(|(name, _)| name.clone())
-            .collect();
-        missing.sort();
-        Ok(missing)
-    }
-
     /// Runs `f` on a pooled connection on the blocking pool, with retries, the breaker and the
     /// overall deadline.
     async fn call<T, F>(&self, op: &'static str, f: F) -> Result<T>
+    where
+        F: Fn(&mut Client) -> thrift::Result<T> + Send + Sync + 'static,
+        T: Send + 'static,
+    {
+        self.call_within(op, self.config.timeout, self.config.retries, f)
+            .await
+    }
+
+    /// [`HbaseStore::call`] with its own deadline and retry count.
+    async fn call_within<T, F>(
+        &self,
+        op: &'static str,
+        timeout: Duration,
+        retries: u32,
+        f: F,
+    ) -> Result<T>
     where
         F: Fn(&mut Client) -> thrift::Result<T> + Send + Sync + 'static,
         T: Send + 'static,
@@ -249,7 +256,7 @@ impl HbaseStore {
         let backoff = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(20))
             .with_max_delay(Duration::from_millis(500))
-            .with_max_times(self.config.retries as usize)
+            .with_max_times(retries as usize)
             .with_jitter();
         let retried = attempt
             .retry(backoff)
@@ -257,13 +264,13 @@ impl HbaseStore {
             .notify(|failure: &Failure, wait: Duration| {
                 tracing::debug!(op, error = %failure.error, wait_ms = wait.as_millis() as u64, "retrying HBase call");
             });
-        let outcome = match tokio::time::timeout(self.config.timeout, retried).await {
+        let outcome = match tokio::time::timeout(timeout, retried).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(failure)) => Err(failure.error),
             Err(_) => Err(StoreError::Unavailable(format!(
                 "HBase Thrift server {} did not answer {op} within {} ms",
                 self.config.thrift,
-                self.config.timeout.as_millis()
+                timeout.as_millis()
             ))),
         };
         let status = if outcome.is_ok() { "ok" } else { "error" };
@@ -457,12 +464,7 @@ impl RowStore for HbaseStore {
             let columns = columns.clone();
             let results = self
                 .call("get_rows_with_columns", move |client| {
-                    client.get_rows_with_columns(
-                        name.clone(),
-                        rows.clone(),
-                        columns.clone(),
-                        BTreeMap::new(),
-                    )
+                    client.get_rows_with_columns(name.clone(), rows.clone(), columns.clone())
                 })
                 .await
                 .map_err(|err| table_missing(table, &hbase_table, err))?;
@@ -514,13 +516,14 @@ impl RowStore for HbaseStore {
             batch_size: None,
             sort_columns: None,
             reversed: None,
+            // A hint for HBase 2.x (a full-table scan shouldn't churn the block cache); 1.x
+            // doesn't know the field and skips it. Nothing depends on it being honoured.
             cache_blocks: Some(false),
         };
         let name = hbase_table.clone().into_bytes();
         let mut rows: Vec<Row> = self
             .call("scan", move |client| {
-                let id =
-                    client.scanner_open_with_scan(name.clone(), scan.clone(), BTreeMap::new())?;
+                let id = client.scanner_open_with_scan(name.clone(), scan.clone())?;
                 let mut rows = Vec::new();
                 let result = (|| {
                     while rows.len() < want {
@@ -597,7 +600,7 @@ impl RowStore for HbaseStore {
             let hbase_table = self.hbase_table(&table)?;
             let name = hbase_table.clone().into_bytes();
             self.call("delete_all_row_ts", move |client| {
-                client.delete_all_row_ts(name.clone(), rowkey.clone(), ts, BTreeMap::new())
+                client.delete_all_row_ts(name.clone(), rowkey.clone(), ts)
             })
             .await
             .map_err(|err| table_missing(&table, &hbase_table, err))?;
@@ -606,13 +609,47 @@ impl RowStore for HbaseStore {
             let hbase_table = self.hbase_table(&table)?;
             let name = hbase_table.clone().into_bytes();
             self.call("mutate_rows_ts", move |client| {
-                client.mutate_rows_ts(name.clone(), rows.clone(), ts, BTreeMap::new())
+                client.mutate_rows_ts(name.clone(), rows.clone(), ts)
             })
             .await
             .map_err(|err| table_missing(&table, &hbase_table, err))?;
         }
         // No change feed: HBase replication (through Kafka) is the feed.
         Ok(WriteReceipt::default())
+    }
+
+    /// One `isTableEnabled` per configured table, each within [`HEALTH_TIMEOUT`] and without
+    /// retries: it answers for reachability, presence (an `IOError` naming
+    /// `TableNotFoundException`) and state at once, and both HBase 1.x and 2.x serve it. The
+    /// breaker applies: while it is open the check fails at once, and a successful check is
+    /// what closes it when HBase is back.
+    async fn health(&self) -> Result<()> {
+        let mut tables: Vec<(&String, &String)> = self.tables.iter().collect();
+        tables.sort();
+        for (table, hbase_table) in tables {
+            let name = hbase_table.clone().into_bytes();
+            let enabled = self
+                .call_within(
+                    "is_table_enabled",
+                    HEALTH_TIMEOUT.min(self.config.timeout),
+                    0,
+                    move |client| client.is_table_enabled(name.clone()),
+                )
+                .await
+                .map_err(|err| match table_missing(table, hbase_table, err) {
+                    StoreError::Unavailable(reason) => {
+                        StoreError::Unavailable(format!("checking table `{table}`: {reason}"))
+                    }
+                    other => other,
+                })?;
+            if !enabled {
+                return Err(StoreError::TableDisabled {
+                    table: table.clone(),
+                    store_table: hbase_table.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn tables(&self) -> Vec<String> {
@@ -635,6 +672,169 @@ mod tests {
         assert!(
             text.contains("`user`") && text.contains("ddl user"),
             "{text}"
+        );
+    }
+
+    /// Every `RowStore` method against a gateway answering like HBase 1.2: a call 1.x doesn't
+    /// serve would fail here with "Invalid method name".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_store_works_against_hbase_1_and_checks_health() {
+        use crate::gateway::{ConfiguredTable, GatewayOptions, HbaseApi};
+        use hbase_thrift::hbase::{ColumnDescriptor, THbaseSyncClient};
+
+        let dir = tempfile::tempdir().unwrap();
+        let config = hbidx_schema::config::parse_config(
+            r#"
+[[tables]]
+name = "user"
+[[tables.families]]
+name = "info"
+[tables.rowkey]
+parts = [ { kind = "key" } ]
+[[tables.fields]]
+name = "phone"
+kind = "phone"
+column = "info:phone"
+"#,
+        )
+        .unwrap();
+        let table = config.tables[0].clone();
+        let spec = crate::TableSpec {
+            name: "user".into(),
+            families: Some(vec!["info".into()]),
+        };
+        let embedded = Arc::new(
+            crate::EmbeddedStore::open_tables(dir.path(), &[spec], Default::default()).unwrap(),
+        );
+        let options = GatewayOptions {
+            api: HbaseApi::V1,
+            ..GatewayOptions::new("127.0.0.1:0".parse().unwrap())
+        };
+        let configured = ConfiguredTable {
+            config: Arc::new(table),
+            split_keys: Vec::new(),
+            kafka_topic: None,
+        };
+        let gateway = crate::gateway::serve(embedded, vec![configured], options).unwrap();
+        let address = gateway.local_addr().to_string();
+        let store = HbaseStore::new(
+            HbaseConfig::new(address.clone()),
+            &[("user".into(), "user".into())],
+        );
+
+        store.health().await.unwrap();
+        let put = |rowkey: &str, phone: &str, ts| Mutation {
+            table: "user".into(),
+            rowkey: rowkey.as_bytes().to_vec(),
+            ops: vec![CellOp::Put {
+                column: "info:phone".into(),
+                ts,
+                value: phone.as_bytes().to_vec(),
+            }],
+        };
+        store
+            .mutate(vec![put("a", "13800138000", 5), put("b", "13900139000", 6)])
+            .await
+            .unwrap();
+        store
+            .mutate(vec![Mutation {
+                table: "user".into(),
+                rowkey: b"b".to_vec(),
+                ops: vec![CellOp::DeleteRow { ts: 7 }],
+            }])
+            .await
+            .unwrap();
+        let rows = store
+            .get_rows("user", &[b"a".to_vec(), b"b".to_vec()], None)
+            .await
+            .unwrap();
+        assert_eq!(rows[0].as_ref().unwrap().cells["info:phone"].ts, 5);
+        assert!(rows[1].is_none());
+        let batch = store
+            .scan(
+                "user",
+                &ScanRequest {
+                    columns: Some(vec!["info:phone".into()]),
+                    batch: 10,
+                    ..ScanRequest::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(batch.rows.len(), 1);
+
+        // The stand-in really answers like 1.x.
+        let raw = std::net::TcpStream::connect(&address).unwrap();
+        let (read, write) = thrift::transport::TTcpChannel::with_stream(raw)
+            .split()
+            .unwrap();
+        let mut client = HbaseSyncClient::new(
+            TBinaryInputProtocol::new(TBufferedReadTransport::new(read), true),
+            TBinaryOutputProtocol::new(TBufferedWriteTransport::new(write), true),
+        );
+        let entity = || {
+            hbase_thrift::hbase::TAccessControlEntity::new(
+                "u".to_owned(),
+                hbase_thrift::hbase::TPermissionScope::TABLE,
+                "R".to_owned(),
+                b"user".to_vec(),
+                None,
+            )
+        };
+        let answers = [
+            (
+                "getThriftServerType",
+                client.get_thrift_server_type().map(drop),
+            ),
+            ("getClusterId", client.get_cluster_id().map(drop)),
+            (
+                "getTableNamesWithIsTableEnabled",
+                client.get_table_names_with_is_table_enabled().map(drop),
+            ),
+            ("grant", client.grant(entity()).map(drop)),
+            ("revoke", client.revoke(entity()).map(drop)),
+        ];
+        let checked: Vec<&str> = answers.iter().map(|(method, _)| *method).collect();
+        assert_eq!(checked, crate::HBASE_2_ONLY, "every method HBase 1.x lacks");
+        for (method, answer) in answers {
+            match answer {
+                Err(thrift::Error::Application(err)) => {
+                    assert_eq!(err.kind, thrift::ApplicationErrorKind::UnknownMethod);
+                    assert_eq!(err.message, format!("Invalid method name: '{method}'"));
+                }
+                other => panic!("{method}: {other:?}"),
+            }
+        }
+
+        // A table that is missing, and one that is disabled.
+        let missing = HbaseStore::new(
+            HbaseConfig::new(address.clone()),
+            &[
+                ("user".into(), "user".into()),
+                ("gone".into(), "gone".into()),
+            ],
+        );
+        let err = missing.health().await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::TableMissing { table, .. } if table == "gone"),
+            "{err}"
+        );
+        client
+            .create_table(
+                b"side".to_vec(),
+                vec![ColumnDescriptor {
+                    name: Some(b"f:".to_vec()),
+                    ..ColumnDescriptor::default()
+                }],
+            )
+            .unwrap();
+        client.disable_table(b"side".to_vec()).unwrap();
+        let disabled =
+            HbaseStore::new(HbaseConfig::new(address), &[("side".into(), "side".into())]);
+        let err = disabled.health().await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::TableDisabled { table, .. } if table == "side"),
+            "{err}"
         );
     }
 
@@ -666,5 +866,9 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("circuit breaker open"), "{err}");
         assert!(started.elapsed() < Duration::from_millis(50));
+        // The health check says so too, naming the table.
+        let err = store.health().await.unwrap_err();
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        assert!(err.to_string().contains("checking table `user`"), "{err}");
     }
 }

@@ -30,6 +30,7 @@ mod hbase;
 mod metered;
 mod row_cache;
 mod row_state;
+mod thrift1;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;
@@ -40,3 +41,4 @@ pub use hbase::HbaseStore;
 pub use metered::MeteredStore;
 pub use row_cache::{DEFAULT_ROW_CACHE_BYTES, RowCacheStats};
 pub use row_state::{RowState, StoredCell};
+pub use thrift1::HBASE_2_ONLY;

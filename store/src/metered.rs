@@ -102,6 +102,11 @@ impl RowStore for MeteredStore {
         result
     }
 
+    async fn health(&self) -> Result<()> {
+        // Not timed: a periodic probe, not a call of the query path.
+        self.inner.health().await
+    }
+
     fn tables(&self) -> Vec<String> {
         self.inner.tables()
     }
@@ -109,7 +114,7 @@ impl RowStore for MeteredStore {
 
 impl StoreError {
     /// Every value [`StoreError::kind`] returns.
-    pub const KINDS: [&'static str; 12] = [
+    pub const KINDS: [&'static str; 13] = [
         "unknown_table",
         "table_exists",
         "configured_table",
@@ -120,6 +125,7 @@ impl StoreError {
         "invalid_request",
         "unavailable",
         "table_missing",
+        "table_disabled",
         "rejected",
         "config",
     ];
@@ -138,6 +144,7 @@ impl StoreError {
             StoreError::InvalidRequest { .. } => "invalid_request",
             StoreError::Unavailable(_) => "unavailable",
             StoreError::TableMissing { .. } => "table_missing",
+            StoreError::TableDisabled { .. } => "table_disabled",
             StoreError::Rejected(_) => "rejected",
             StoreError::Config(_) => "config",
         }
