@@ -134,13 +134,14 @@ async fn run(
             &format!("{table_name}.reindex"),
         );
         let policy = wiring.policy.clone();
+        let options = wiring.writer_options.clone();
         tokio::task::spawn_blocking(move || -> Result<(IndexerHandle, ReplayTargets)> {
             if shadow.exists() {
                 std::fs::remove_dir_all(&shadow)
                     .with_context(|| format!("removing an old {}", shadow.display()))?;
             }
             let (writer, _searcher) =
-                hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
+                hbidx_indexer::open_table_index(&shadow, table.clone(), &options)?;
             let (source, targets) = KafkaSource::replay(kafka, table, dead_letters)?;
             let source = hbidx_indexer::Prefetch::new(source)?;
             let handle = hbidx_indexer::spawn_shadow(writer, Box::new(source), policy)?;
@@ -219,7 +220,7 @@ async fn swap(
         let (writer, searcher) = hbidx_indexer::open_table_index(
             &live_dir,
             table_for_swap.clone(),
-            &WriterOptions::default(),
+            &wiring.writer_options,
         )?;
         runtime.searcher.adopt(&searcher);
         let source = wiring.live_source(&table_for_swap)?;
@@ -275,6 +276,7 @@ async fn run_store(
     });
     let columns = hbidx_indexer::repair::kept_columns(&table);
     let rows = wiring.rows.clone();
+    let options = wiring.writer_options.clone();
     let jobs_state = state.clone();
     let handle = tokio::runtime::Handle::current();
     let table_for_scan = table.clone();
@@ -287,7 +289,7 @@ async fn run_store(
         let (mut writer, searcher) = hbidx_indexer::open_table_index(
             &shadow,
             table_for_scan.clone(),
-            &WriterOptions::default(),
+            &options,
         )?;
         writer.seed_checkpoint(start_checkpoint);
         let mut request = hbidx_store::ScanRequest {
@@ -347,6 +349,7 @@ pub fn rebuild_outdated(
     index_dir: &Path,
     table: &Arc<hbidx_schema::config::TableConfig>,
     store: &hbidx_store::EmbeddedStore,
+    options: &WriterOptions,
 ) -> Result<()> {
     let checkpoint = hbidx_indexer::index::committed_checkpoint(index_dir)
         .with_context(|| format!("reading the checkpoint of {}", index_dir.display()))?;
@@ -357,8 +360,7 @@ pub fn rebuild_outdated(
     }
     tracing::warn!(table = %table.name, dir = %index_dir.display(), "the index was built for another schema; rebuilding it from the store");
     let started = Instant::now();
-    let (mut writer, searcher) =
-        hbidx_indexer::open_table_index(&shadow, table.clone(), &WriterOptions::default())?;
+    let (mut writer, searcher) = hbidx_indexer::open_table_index(&shadow, table.clone(), options)?;
     writer.seed_checkpoint(checkpoint);
     let mut request = hbidx_store::ScanRequest {
         columns: Some(hbidx_indexer::repair::kept_columns(table)),

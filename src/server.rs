@@ -17,6 +17,7 @@ use hbidx_indexer::{
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
+use hbidx_schema::{MemoryBudget, MemoryPart};
 use hbidx_store::gateway::{ConfiguredTable, GatewayOptions, GatewayServer};
 use hbidx_store::{EmbeddedStore, HbaseStore, MeteredStore, RowStore, StoreConfig, TableSpec};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -42,6 +43,8 @@ pub struct Wiring {
     pub instance_id: String,
     pub kafka: Vec<KafkaSourceConfig>,
     pub policy: CommitPolicy,
+    /// Every index writer's options (live, reindex shadows): heap and caches from `[memory]`.
+    pub writer_options: WriterOptions,
 }
 
 impl Wiring {
@@ -140,7 +143,7 @@ fn open_or_rebuild_index(
             table = table.name,
         );
     };
-    crate::reindex::rebuild_outdated(index_dir, table, store)
+    crate::reindex::rebuild_outdated(index_dir, table, store, options)
         .with_context(|| format!("rebuilding {} from the store", index_dir.display()))?;
     Ok(hbidx_indexer::open_table_index(
         index_dir,
@@ -203,7 +206,7 @@ pub fn open_rows(config: &Config, data_dir: &Path) -> Result<OpenedRows> {
             StoreConfig::Embedded => {
                 let store_dir = data_dir.join("store");
                 let store = Arc::new(
-                    EmbeddedStore::open_tables(&store_dir, &table_specs, Default::default())
+                    EmbeddedStore::open_tables(&store_dir, &table_specs, store_options(config))
                         .with_context(|| {
                             format!("opening the row store in {}", store_dir.display())
                         })?,
@@ -237,7 +240,9 @@ pub fn open_with_rows(
     // stays a no-op for good.
     let metrics = metrics_handle();
     let OpenedRows { embedded, rows } = opened;
-    let kafka = hbidx_indexer::config::kafka_sources(config)?;
+    let mut kafka = hbidx_indexer::config::kafka_sources(config)?;
+    bound_prefetch(&config.memory, &mut kafka);
+    let writer_options = writer_options(config)?;
     let instance_id = if kafka.is_empty() {
         String::new()
     } else {
@@ -250,12 +255,8 @@ pub fn open_with_rows(
         instance_id,
         kafka,
         policy: policy.clone(),
+        writer_options: writer_options.clone(),
     });
-    let writer_options = WriterOptions {
-        rowkey_cache_bytes: crate::server_config::ServerConfig::from_config(config)?
-            .rowkey_cache_bytes,
-        ..WriterOptions::default()
-    };
     let mut indexers = HashMap::new();
     let mut tables = Vec::new();
     for table in &config.tables {
@@ -305,11 +306,101 @@ pub fn open_with_rows(
     if let Some(handle) = metrics {
         state = state.with_metrics(handle);
     }
+    let probe = memory_probe(config.memory.clone(), embedded.clone(), &state);
+    state = state.with_memory(probe);
     let state = Arc::new(state);
     Ok(Runtime {
         embedded,
         indexers,
         state,
+    })
+}
+
+/// The embedded store's caches and memtables, from `[memory]`.
+fn store_options(config: &Config) -> hbidx_store::EmbeddedStoreOptions {
+    let memory = &config.memory;
+    let tables = config.tables.len();
+    hbidx_store::EmbeddedStoreOptions {
+        cache_bytes: memory.bytes(MemoryPart::StoreCache),
+        row_cache_bytes: memory.per_table(MemoryPart::RowCache, tables),
+        memtable_bytes: memory.bytes(MemoryPart::StoreMemtables),
+        ..Default::default()
+    }
+}
+
+/// Every index writer's heap and each searcher's rowkey cache, from `[memory]`. `[server]
+/// rowkey_cache_mb`, where a config still sets it, is a per-table rowkey cache and wins.
+pub fn writer_options(config: &Config) -> Result<WriterOptions> {
+    let memory = &config.memory;
+    let tables = config.tables.len();
+    let server = crate::server_config::ServerConfig::from_config(config)?;
+    Ok(WriterOptions {
+        memory_budget_bytes: usize::try_from(memory.writer_heap_bytes(tables))
+            .unwrap_or(usize::MAX),
+        rowkey_cache_bytes: server
+            .rowkey_cache_bytes
+            .unwrap_or_else(|| memory.per_table(MemoryPart::RowkeyCache, tables)),
+        ..WriterOptions::default()
+    })
+}
+
+/// Caps each Kafka consumer's prefetch queue at its share of `[memory] source_buffers_mb`,
+/// unless the source's own properties set `queued.max.messages.kbytes`. librdkafka's default
+/// (64 MiB a consumer) would otherwise hold that much of the log in RAM while the index catches
+/// up; a smaller queue only means fetches wait for the indexer.
+fn bound_prefetch(memory: &MemoryBudget, sources: &mut [KafkaSourceConfig]) {
+    let count = sources.len().max(1) as u64;
+    // librdkafka's bounds for the setting, in KiB.
+    let kbytes = (memory.bytes(MemoryPart::SourceBuffers) / count / 1024).clamp(1024, 2_097_151);
+    for source in sources {
+        source
+            .properties
+            .entry("queued.max.messages.kbytes".to_string())
+            .or_insert_with(|| kbytes.to_string());
+    }
+}
+
+/// Reads each part of `[memory]` for `/metrics` and the dashboard.
+fn memory_probe(
+    budget: MemoryBudget,
+    embedded: Option<Arc<EmbeddedStore>>,
+    state: &AppState,
+) -> hbidx_query::telemetry::MemoryProbe {
+    let searchers: Vec<hbidx_indexer::TableSearcher> =
+        state.tables.values().map(|t| t.searcher.clone()).collect();
+    Arc::new(move || {
+        let store = embedded
+            .as_ref()
+            .map(|store| store.memory())
+            .unwrap_or_default();
+        let rowkeys = searchers
+            .iter()
+            .map(|s| s.rowkey_cache_stats())
+            .fold((0, 0), |(bytes, budget), c| {
+                (bytes + c.bytes, budget + c.budget)
+            });
+        MemoryPart::ALL
+            .into_iter()
+            .map(|part| {
+                let (used, budget_bytes) = match part {
+                    MemoryPart::IndexWriters => (
+                        Some(hbidx_indexer::index::writer_heap_reserved()),
+                        budget.bytes(part),
+                    ),
+                    MemoryPart::StoreCache => (Some(store.block_cache_bytes), budget.bytes(part)),
+                    MemoryPart::StoreMemtables => (Some(store.memtable_bytes), budget.bytes(part)),
+                    MemoryPart::RowCache => (Some(store.row_cache_bytes), budget.bytes(part)),
+                    // A `[server] rowkey_cache_mb` override sets the caches' real bound.
+                    MemoryPart::RowkeyCache => (Some(rowkeys.0), rowkeys.1),
+                    MemoryPart::SourceBuffers => (None, budget.bytes(part)),
+                };
+                hbidx_query::telemetry::MemoryUse {
+                    part: part.name().to_string(),
+                    used_bytes: used,
+                    budget_bytes,
+                }
+            })
+            .collect()
     })
 }
 

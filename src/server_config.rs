@@ -11,7 +11,7 @@
 //! thrift_transport = "buffered"      # or "framed"
 //! thrift_protocol = "binary"         # or "compact"
 //! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
-//! rowkey_cache_mb = 64               # per table: decoded index rowkeys kept in RAM
+//! rowkey_cache_mb = 64               # per table; overrides [memory]'s rowkey cache split
 //! ```
 
 use std::net::SocketAddr;
@@ -59,10 +59,11 @@ pub struct ServerConfig {
     /// The HBase release the gateway answers like: 1.x refuses the methods 2.0 added, so a
     /// client (hbidx's own HBase store included) can be checked against a 1.x cluster.
     pub thrift_api: HbaseApi,
-    /// Budget of each table searcher's rowkey cache (`WriterOptions::rowkey_cache_bytes`).
-    /// Its hit ratio is on `/metrics` (`hbidx_rowkey_cache_*`): when misses keep pace with
-    /// hits, the working set is bigger than the budget.
-    pub rowkey_cache_bytes: u64,
+    /// Budget of each table searcher's rowkey cache (`WriterOptions::rowkey_cache_bytes`),
+    /// when set here; otherwise each table gets its share of `[memory] rowkey_cache_mb`. Its
+    /// hit ratio is on `/metrics` (`hbidx_rowkey_cache_*`): when misses keep pace with hits,
+    /// the working set is bigger than the budget.
+    pub rowkey_cache_bytes: Option<u64>,
 }
 
 fn address(key: &str, text: &str) -> Result<SocketAddr> {
@@ -147,8 +148,8 @@ impl ServerConfig {
             Some(other) => bail!("server.thrift_hbase_version: {other} is not 1 or 2"),
         };
         let rowkey_cache_bytes = match raw.rowkey_cache_mb {
-            None => hbidx_indexer::index::DEFAULT_ROWKEY_CACHE_BYTES,
-            Some(mb @ 1..=65536) => (mb as u64) << 20,
+            None => None,
+            Some(mb @ 1..=65536) => Some((mb as u64) << 20),
             Some(mb) => bail!("server.rowkey_cache_mb: {mb} is not within 1..=65536"),
         };
         Ok(Self {
@@ -260,13 +261,10 @@ mod tests {
     }
 
     /// `[server] rowkey_cache_mb` is checked, and it is the budget the served tables' searchers
-    /// get (through `server::open`).
+    /// get (through `server::open`), over `[memory]`'s split.
     #[test]
     fn rowkey_cache_budget_reaches_the_searchers() {
-        assert_eq!(
-            parse("").unwrap().rowkey_cache_bytes,
-            hbidx_indexer::index::DEFAULT_ROWKEY_CACHE_BYTES
-        );
+        assert_eq!(parse("").unwrap().rowkey_cache_bytes, None);
         for bad in ["rowkey_cache_mb = 0", "rowkey_cache_mb = 100000"] {
             let error = parse(bad).unwrap_err().to_string();
             assert!(error.contains("server.rowkey_cache_mb"), "{error}");

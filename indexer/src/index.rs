@@ -158,6 +158,7 @@ pub fn open_table_index(
     let checkpoint = Checkpoint::from_payload(index.load_metas()?.payload.as_deref())?;
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
+    let heap = HeapReservation::new(options.memory_budget_bytes as u64);
     let reader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
@@ -171,6 +172,7 @@ pub fn open_table_index(
         rowkey_cache: Arc::new(rowkey_cache(options.rowkey_cache_bytes)),
         rowkey_counts: Arc::default(),
         segment_bytes: Arc::default(),
+        rowkey_filters: Arc::default(),
     };
     let rows = searcher.stats().rows;
     let writer = TableIndexWriter {
@@ -186,6 +188,7 @@ pub fn open_table_index(
         pending: Vec::with_capacity(PENDING_BATCH),
         rows,
         rows_delta: 0,
+        _heap: heap,
     };
     Ok((writer, searcher))
 }
@@ -195,6 +198,32 @@ pub fn open_table_index(
 pub fn committed_checkpoint(dir: &Path) -> Result<Checkpoint> {
     let index = Index::open_in_dir(dir)?;
     Checkpoint::from_payload(index.load_metas()?.payload.as_deref())
+}
+
+/// Heap the open writers of this process may use (each writer's `memory_budget_bytes`).
+static WRITER_HEAP_RESERVED: AtomicU64 = AtomicU64::new(0);
+
+/// The writer heap every open [`TableIndexWriter`] of this process may fill, live indexes and
+/// reindex shadows alike: what `[memory] index_writers_mb` bounds. tantivy fills a writer's heap
+/// up to its budget and then writes a segment, so this is the part's use at its peak.
+pub fn writer_heap_reserved() -> u64 {
+    WRITER_HEAP_RESERVED.load(Ordering::Relaxed)
+}
+
+/// One writer's share of [`writer_heap_reserved`], given back when the writer is dropped.
+struct HeapReservation(u64);
+
+impl HeapReservation {
+    fn new(bytes: u64) -> Self {
+        WRITER_HEAP_RESERVED.fetch_add(bytes, Ordering::Relaxed);
+        Self(bytes)
+    }
+}
+
+impl Drop for HeapReservation {
+    fn drop(&mut self) {
+        WRITER_HEAP_RESERVED.fetch_sub(self.0, Ordering::Relaxed);
+    }
 }
 
 /// Tuning of the tantivy writer.
@@ -275,6 +304,7 @@ pub struct TableIndexWriter {
     /// commit of a table taking updates (~1 ns a row: 0.1 s per commit at 100M rows).
     rows: u64,
     rows_delta: i64,
+    _heap: HeapReservation,
 }
 
 /// Operations are handed to tantivy in batches of this many.
@@ -686,6 +716,8 @@ pub struct TableSearcher {
     rowkey_counts: Arc<RowkeyCacheCounts>,
     /// Each segment's size on disk without its deletes file ([`TableSearcher::sizes`]).
     segment_bytes: Arc<std::sync::Mutex<HashMap<SegmentId, u64>>>,
+    /// Membership filters of each segment's rowkeys, for [`TableSearcher::committed_state`].
+    rowkey_filters: Arc<crate::filters::RowkeyFilters>,
 }
 
 /// Segment ids and their `_rk` columns, in the searcher's segment order.
@@ -725,7 +757,14 @@ impl TableSearcher {
 
     fn state_in(&self, searcher: &tantivy::Searcher, rowkey: &[u8]) -> Result<Option<RowState>> {
         let term = Term::from_field_bytes(self.fields.rowkey, rowkey);
-        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+        let segments = searcher.segment_readers();
+        let filters = self
+            .rowkey_filters
+            .for_segments(segments, self.fields.rowkey);
+        for (segment_ord, (segment, filter)) in segments.iter().zip(filters).enumerate() {
+            if filter.is_some_and(|filter| !crate::filters::may_contain(&filter, rowkey)) {
+                continue;
+            }
             let inverted = segment.inverted_index(self.fields.rowkey)?;
             let Some(mut postings) = inverted
                 .read_postings(&term, IndexRecordOption::Basic)
@@ -914,6 +953,11 @@ impl TableSearcher {
         let has_more = rowkeys.len() > limit;
         rowkeys.truncate(limit);
         Ok(LookupPage { rowkeys, has_more })
+    }
+
+    /// How many segments have a rowkey filter, and their bytes.
+    pub fn rowkey_filter_stats(&self) -> crate::filters::FilterStats {
+        self.rowkey_filters.stats()
     }
 
     /// Size (by the cache's own weighing) and hit counts of the rowkey cache, for `/metrics`:
@@ -1284,6 +1328,93 @@ mod tests {
             table: table.name.clone(),
             rowkey: table.rowkey.encode(key).unwrap(),
             ops,
+        }
+    }
+
+    /// Rows spread over several segments are found through their segments' rowkey filters,
+    /// whether a filter was built inline or on its own thread, and rows no segment has are
+    /// answered from the filters alone.
+    #[test]
+    fn rowkey_filters_find_every_row_and_skip_segments_without_it() {
+        let config =
+            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
+        let table = Arc::new(config.table("user").unwrap().clone());
+        for inline in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let options = WriterOptions {
+                threads: 1,
+                ..WriterOptions::default()
+            };
+            let (mut writer, searcher) =
+                open_table_index(dir.path(), table.clone(), &options).unwrap();
+            if !inline {
+                searcher.rowkey_filters.set_inline_max_docs(0);
+            }
+            let mut offset = 0;
+            // Four segments of 50 rows each.
+            for segment in 0..4 {
+                for i in 0..50 {
+                    offset += 1;
+                    let key = format!("u{segment}-{i}");
+                    let event = mutation(&table, &key, offset, Some("张三"));
+                    writer.apply(&event, "t", 0, offset).unwrap();
+                }
+                writer.commit().unwrap();
+            }
+            let rowkey = |key: &str| table.rowkey.encode(key).unwrap();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                // Every row is found in its segment (a filter never hides a row, built or not).
+                for segment in 0..4 {
+                    for i in [0, 17, 49] {
+                        let state = searcher
+                            .committed_state(&rowkey(&format!("u{segment}-{i}")))
+                            .unwrap();
+                        assert!(state.is_some(), "u{segment}-{i}");
+                    }
+                }
+                assert!(
+                    searcher
+                        .committed_state(&rowkey("nobody"))
+                        .unwrap()
+                        .is_none()
+                );
+                if searcher.rowkey_filter_stats().filters == 4 {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "filters built: {:?}",
+                    searcher.rowkey_filter_stats()
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert!(searcher.rowkey_filter_stats().bytes > 0);
+            // An update of a row of the first segment replaces its document (the probe found
+            // it behind the filters): still 200 documents and rows.
+            offset += 1;
+            let event = mutation(&table, "u0-3", offset, Some("李四"));
+            writer.apply(&event, "t", 0, offset).unwrap();
+            writer.commit().unwrap();
+            let stats = searcher.stats();
+            assert_eq!((stats.rows, stats.docs), (200, 200), "inline: {inline}");
+            // Merged into one segment, the four filters give way to the merged segment's.
+            assert!(writer.compact(u64::MAX).unwrap());
+            while searcher.stats().segments > 1 {
+                assert!(std::time::Instant::now() < deadline);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert!(
+                searcher
+                    .committed_state(&rowkey("u3-49"))
+                    .unwrap()
+                    .is_some()
+            );
+            while searcher.rowkey_filter_stats().filters != 1 {
+                assert!(std::time::Instant::now() < deadline);
+                assert!(searcher.committed_state(&rowkey("u2-2")).unwrap().is_some());
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
     }
 

@@ -11,6 +11,7 @@ pub mod analysis;
 pub mod checkpoint;
 pub mod config;
 mod error;
+mod filters;
 pub mod formats;
 pub mod index;
 pub mod kafka;
@@ -24,6 +25,7 @@ pub mod state;
 pub use analysis::{Condition, MatchMode};
 pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
+pub use filters::FilterStats;
 pub use index::{
     CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, TableIndexWriter,
     TableSearcher, WriterOptions, open_table_index,

@@ -118,6 +118,8 @@ pub struct AppState {
     pub metric_handles: telemetry::MetricHandles,
     /// `GET /openapi.json`, rendered for this server's tables and limits at the first request.
     pub(crate) openapi: std::sync::OnceLock<String>,
+    /// What each part of the `[memory]` budget holds now; `None` where nothing was wired in.
+    pub memory: Option<telemetry::MemoryProbe>,
 }
 
 impl AppState {
@@ -141,7 +143,14 @@ impl AppState {
             ops: ops::Ops::default(),
             metric_handles: telemetry::MetricHandles::default(),
             openapi: std::sync::OnceLock::new(),
+            memory: None,
         }
+    }
+
+    /// Reports the `[memory]` budget's parts on `/metrics` and the dashboard.
+    pub fn with_memory(mut self, probe: telemetry::MemoryProbe) -> Self {
+        self.memory = Some(probe);
+        self
     }
 
     pub fn with_auth(mut self, auth: auth::Auth) -> Self {

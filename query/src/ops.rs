@@ -645,6 +645,8 @@ pub struct OpsSummary {
     /// Series name → one value per sample time (null where there was none).
     series: BTreeMap<String, Vec<Option<f64>>>,
     tables: Vec<TableSummary>,
+    /// The `[memory]` budget's parts: use against budget.
+    memory: Vec<crate::telemetry::MemoryUse>,
 }
 
 /// Everything the dashboard draws: recent rates and latencies, lag, index sizes, region reports.
@@ -699,6 +701,11 @@ pub async fn summary(State(state): State<SharedState>) -> Json<OpsSummary> {
         t,
         series,
         tables,
+        memory: state
+            .memory
+            .as_ref()
+            .map(|probe| probe())
+            .unwrap_or_default(),
     })
 }
 

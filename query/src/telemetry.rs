@@ -12,6 +12,7 @@
 //! up, a natural key or a rowkey never becomes a label: they would create a series per person
 //! and put personal data into the monitoring system.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, State};
@@ -250,6 +251,20 @@ pub const CATALOGUE: &[MetricDoc] = &[
          that stays low means the cache budget is below the working set).",
     ),
     doc(
+        "hbidx_memory_budget_bytes",
+        Gauge,
+        "part",
+        "Each part's share of the `[memory]` budget (index_writers, store_cache, \
+         store_memtables, row_cache, rowkey_cache, source_buffers).",
+    ),
+    doc(
+        "hbidx_memory_used_bytes",
+        Gauge,
+        "part",
+        "What each part of the `[memory]` budget holds now (index_writers: the heap the open \
+         writers may fill; source_buffers is bounded by librdkafka and not reported).",
+    ),
+    doc(
         "hbidx_store_breaker_state",
         Gauge,
         "store",
@@ -414,8 +429,24 @@ pub fn record_http(
     duration.record(started.elapsed().as_secs_f64());
 }
 
-/// Copies what the indexes count themselves (today: each table's rowkey cache) into the
-/// recorder. It is read, not recorded per lookup, so it is refreshed where the metrics are
+/// One part of the `[memory]` budget as the process uses it now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct MemoryUse {
+    /// `index_writers`, `store_cache`, `store_memtables`, `row_cache`, `rowkey_cache`,
+    /// `source_buffers`.
+    pub part: String,
+    /// Bytes held now; absent where the owner doesn't count them (librdkafka's prefetch queues,
+    /// which it bounds itself).
+    pub used_bytes: Option<u64>,
+    pub budget_bytes: u64,
+}
+
+/// Reads the budget's parts (the binary wires the store and the indexes in). Cheap: atomics
+/// and cache counters, no walk of the data.
+pub type MemoryProbe = Arc<dyn Fn() -> Vec<MemoryUse> + Send + Sync>;
+
+/// Copies what the indexes and the memory budget count themselves (each table's rowkey cache,
+/// each budget part) into the recorder. It is read, not recorded per lookup, so it is refreshed where the metrics are
 /// read: at every `/metrics` scrape and every dashboard sample.
 pub fn export_index_metrics(state: &AppState) {
     for (name, table) in &state.tables {
@@ -425,6 +456,15 @@ pub fn export_index_metrics(state: &AppState) {
         metrics::gauge!("hbidx_rowkey_cache_entries", &label).set(cache.entries as f64);
         metrics::counter!("hbidx_rowkey_cache_hits_total", &label).absolute(cache.hits);
         metrics::counter!("hbidx_rowkey_cache_misses_total", &label).absolute(cache.misses);
+    }
+    if let Some(probe) = &state.memory {
+        for part in probe() {
+            let label = [("part", part.part)];
+            metrics::gauge!("hbidx_memory_budget_bytes", &label).set(part.budget_bytes as f64);
+            if let Some(used) = part.used_bytes {
+                metrics::gauge!("hbidx_memory_used_bytes", &label).set(used as f64);
+            }
+        }
     }
 }
 

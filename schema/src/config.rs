@@ -87,6 +87,9 @@ pub enum SchemaError {
     /// Invalid split keys.
     #[error(transparent)]
     Split(#[from] SplitError),
+    /// A `[memory]` problem.
+    #[error("memory.{key}: {reason}")]
+    Memory { key: String, reason: String },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -102,6 +105,7 @@ struct RawConfig {
     server: Option<toml::Value>,
     indexer: Option<toml::Value>,
     security: Option<toml::Value>,
+    memory: Option<crate::memory::RawMemory>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +196,8 @@ pub struct Config {
     pub raw_indexer: Option<toml::Value>,
     /// `[security]`, owned by the query service.
     pub raw_security: Option<toml::Value>,
+    /// `[memory]`: the process's memory budget and its split.
+    pub memory: crate::memory::MemoryBudget,
 }
 
 impl Config {
@@ -528,6 +534,7 @@ pub fn parse_config(toml_text: &str) -> Result<Config, SchemaError> {
         }
         tables.push(table);
     }
+    let memory = crate::memory::validate_memory(raw.memory.unwrap_or_default(), tables.len())?;
     Ok(Config {
         tables,
         raw_store: raw.store,
@@ -535,6 +542,7 @@ pub fn parse_config(toml_text: &str) -> Result<Config, SchemaError> {
         raw_server: raw.server,
         raw_indexer: raw.indexer,
         raw_security: raw.security,
+        memory,
     })
 }
 

@@ -5,6 +5,7 @@
 //!   reverse timestamp, composites) that turn a natural key into rowkey bytes and back.
 //! - [`split`]: pre-split calculators, region routing and the hotspot report.
 //! - [`ddl`]: HBase shell `create` statements.
+//! - [`memory`]: the `[memory]` budget and its split between caches, buffers and writer heaps.
 //! - [`normalize`]: phone / PRC idcard / name normalisers and validators.
 //! - [`model`]: the mutation model shared by the store, the change feed, the Kafka sources and
 //!   the indexer. It lives here, at the bottom of the crate graph, so nothing imports back up.
@@ -15,6 +16,7 @@
 pub mod codec;
 pub mod config;
 pub mod ddl;
+pub mod memory;
 pub mod model;
 pub mod normalize;
 pub mod split;
@@ -27,6 +29,7 @@ pub use config::{
     SchemaError, SplitConfig, TableConfig, Ttl, parse_config,
 };
 pub use ddl::create_statement;
+pub use memory::{MemoryBudget, MemoryPart};
 pub use normalize::{
     NormalizeError, idcard_check_digit, mask_idcard, mask_phone, normalize_idcard,
     normalize_keyword, normalize_name, normalize_phone,

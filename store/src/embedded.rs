@@ -178,6 +178,11 @@ pub struct EmbeddedStoreOptions {
     /// Budget of each table's cache of recently read rows (`row_cache.rs`), in front of the
     /// block cache and the memtable.
     pub row_cache_bytes: u64,
+    /// Budget of all memtables together (every table's rows and feed keyspaces). A write that
+    /// finds them over it seals the memtables of the tables it wrote, which fjall then flushes
+    /// in the background: bulk loads write smaller tables more often instead of holding more
+    /// in RAM. Keyspaces created from now on also get their share as their own memtable limit.
+    pub memtable_bytes: u64,
 }
 
 impl Default for EmbeddedStoreOptions {
@@ -186,8 +191,23 @@ impl Default for EmbeddedStoreOptions {
             sync: false,
             cache_bytes: 256 * 1024 * 1024,
             row_cache_bytes: crate::row_cache::DEFAULT_ROW_CACHE_BYTES,
+            // fjall's own default for one keyspace, times the three of one table.
+            memtable_bytes: 3 * 64 * 1024 * 1024,
         }
     }
+}
+
+/// What the store's memory holds now, against the budgets it was opened with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    pub block_cache_bytes: u64,
+    pub block_cache_capacity: u64,
+    /// Active and sealed (not yet flushed) memtables of every keyspace.
+    pub memtable_bytes: u64,
+    pub memtable_budget: u64,
+    /// Every table's row cache together.
+    pub row_cache_bytes: u64,
+    pub row_cache_budget: u64,
 }
 
 /// The latest committed feed offset of one table, observable both from async code (a watch
@@ -283,9 +303,19 @@ pub struct EmbeddedStore {
     writer: Mutex<()>,
     /// Serializes trims, so the persisted trim floor only ever grows.
     trimmer: Mutex<()>,
-    /// Each table's row cache budget (tables created later get it too).
-    row_cache_bytes: u64,
+    /// Each table's budgets (tables created later get them too).
+    budget: TableBudget,
+    /// All memtables together ([`EmbeddedStoreOptions::memtable_bytes`]).
+    memtable_bytes: u64,
     persist_mode: PersistMode,
+}
+
+/// What one table may hold in memory.
+#[derive(Debug, Clone, Copy)]
+struct TableBudget {
+    row_cache_bytes: u64,
+    /// The memtable limit of each keyspace created for the table.
+    keyspace_memtable_bytes: u64,
 }
 
 /// Locks a mutex, ignoring poisoning: every critical section in this module leaves its state
@@ -418,6 +448,14 @@ impl EmbeddedStore {
         let db = Database::builder(dir)
             .cache_size(options.cache_bytes)
             .open()?;
+        // A table has two keyspaces (rows, change feed); the meta keyspace is tiny.
+        let keyspaces = 2 * specs.len().max(1) as u64;
+        let budget = TableBudget {
+            row_cache_bytes: options.row_cache_bytes,
+            // fjall seals a memtable at its limit and flushes it while the next one fills, so
+            // a keyspace holds up to about two of them.
+            keyspace_memtable_bytes: (options.memtable_bytes / keyspaces / 2).max(1 << 20),
+        };
         let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
         match meta.get(FORMAT_KEY)? {
             Some(version) if *version == [LAYOUT_VERSION] => {}
@@ -443,7 +481,7 @@ impl EmbeddedStore {
                 spec.families.clone(),
                 TableOrigin::Configured,
                 true,
-                options.row_cache_bytes,
+                budget,
             )?;
             registry.insert(Arc::new(table));
         }
@@ -468,7 +506,7 @@ impl EmbeddedStore {
                 Some(record.families),
                 TableOrigin::Created,
                 record.enabled,
-                options.row_cache_bytes,
+                budget,
             )?;
             registry.insert(Arc::new(table));
         }
@@ -479,7 +517,8 @@ impl EmbeddedStore {
             tables: RwLock::new(registry),
             writer: Mutex::new(()),
             trimmer: Mutex::new(()),
-            row_cache_bytes: options.row_cache_bytes,
+            budget,
+            memtable_bytes: options.memtable_bytes,
             persist_mode: if options.sync {
                 PersistMode::SyncAll
             } else {
@@ -496,14 +535,16 @@ impl EmbeddedStore {
         families: Option<Vec<String>>,
         origin: TableOrigin,
         enabled: bool,
-        row_cache_bytes: u64,
+        budget: TableBudget,
     ) -> Result<Table> {
         let escaped = escape_table_name(name);
-        let rows = db.keyspace(&format!("rows.{escaped}"), KeyspaceCreateOptions::default)?;
+        // Only read when a keyspace is created: fjall keeps the limit it was created with.
+        let options =
+            || KeyspaceCreateOptions::default().max_memtable_size(budget.keyspace_memtable_bytes);
+        let rows = db.keyspace(&format!("rows.{escaped}"), options)?;
         let (feed, last) = match origin {
             TableOrigin::Configured => {
-                let feed =
-                    db.keyspace(&format!("feed.{escaped}"), KeyspaceCreateOptions::default)?;
+                let feed = db.keyspace(&format!("feed.{escaped}"), options)?;
                 let last_in_feed = match feed.last_key_value() {
                     Some(guard) => decode_seq(name, &guard.key()?)?,
                     None => 0,
@@ -526,7 +567,7 @@ impl EmbeddedStore {
             families,
             origin,
             enabled: AtomicBool::new(enabled),
-            cache: RowCache::new(row_cache_bytes),
+            cache: RowCache::new(budget.row_cache_bytes),
         })
     }
 
@@ -546,6 +587,42 @@ impl EmbeddedStore {
 
     fn find_table(&self, name: &str) -> Option<Arc<Table>> {
         self.registry().by_name.get(name).cloned()
+    }
+
+    /// Seals the memtables of `tables` (those just written) when all memtables together are
+    /// over their budget. fjall's own limit is per keyspace and fixed when the keyspace is
+    /// created, so this is what holds a data dir created with other limits, or a process with
+    /// many tables, to the budget. Sealed memtables are flushed by fjall's background workers,
+    /// and fjall slows writers down when flushes fall behind: over budget means slower writes.
+    fn keep_memtables_in_budget(&self, tables: &[Arc<Table>]) {
+        if self.db.write_buffer_size() <= self.memtable_bytes {
+            return;
+        }
+        for table in tables {
+            for keyspace in std::iter::once(&table.rows).chain(table.feed.as_ref()) {
+                if let Err(err) = keyspace.rotate_memtable() {
+                    tracing::warn!(table = %table.name, error = %err, "sealing a memtable failed");
+                }
+            }
+        }
+    }
+
+    /// What the block cache, the memtables and the row caches hold now, and their budgets.
+    pub fn memory(&self) -> StoreMemory {
+        let registry = self.registry();
+        let tables = registry.by_name.len() as u64;
+        StoreMemory {
+            block_cache_bytes: self.db.cache_size(),
+            block_cache_capacity: self.db.cache_capacity(),
+            memtable_bytes: self.db.write_buffer_size(),
+            memtable_budget: self.memtable_bytes,
+            row_cache_bytes: registry
+                .by_name
+                .values()
+                .map(|table| table.cache.stats().bytes)
+                .sum(),
+            row_cache_budget: self.budget.row_cache_bytes * tables,
+        }
     }
 
     /// Hits, misses and size of `table`'s row cache.
@@ -589,7 +666,7 @@ impl EmbeddedStore {
             Some(families.to_vec()),
             TableOrigin::Created,
             true,
-            self.row_cache_bytes,
+            self.budget,
         )?;
         if !table.rows.is_empty()? {
             // Rows of a table that an earlier config named: never adopt or wipe them silently.
@@ -864,6 +941,7 @@ impl EmbeddedStore {
         for (slot, rowkey) in &written {
             touched[*slot].cache.invalidate(rowkey);
         }
+        self.keep_memtables_in_budget(&touched);
 
         let mut receipt = WriteReceipt::default();
         for ((table, first), next) in touched.iter().zip(first_seq).zip(next_seq) {

@@ -35,7 +35,9 @@ mod thrift1;
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;
 pub use config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
-pub use embedded::{EmbeddedStore, EmbeddedStoreOptions, TableInfo, TableOrigin, TableSpec};
+pub use embedded::{
+    EmbeddedStore, EmbeddedStoreOptions, StoreMemory, TableInfo, TableOrigin, TableSpec,
+};
 pub use error::{Result, StoreError};
 pub use hbase::HbaseStore;
 pub use metered::MeteredStore;

@@ -205,6 +205,24 @@ function hotspotChart(table) {
   return box;
 }
 
+// One part of the memory budget: used / budget, with a bar.
+function memoryPart(part) {
+  const used = part.used_bytes;
+  const ratio = used === null || used === undefined ? null : used / Math.max(1, part.budget_bytes);
+  const node = el("div", { class: "memory" + (ratio !== null && ratio >= 0.95 ? " warn" : "") });
+  node.dataset.part = part.part;
+  const label = el("div", {});
+  label.append(el("b", {}, part.part),
+    " · " + (ratio === null ? "not counted" : bytes(used)) + " of " + bytes(part.budget_bytes));
+  node.append(label);
+  const bar = el("div", { class: "bar" });
+  const fill = el("div", {});
+  fill.style.width = ratio === null ? "0" : Math.min(100, ratio * 100).toFixed(1) + "%";
+  bar.append(fill);
+  node.append(bar);
+  return node;
+}
+
 function tile(label, value, level) {
   const node = el("div", { class: "tile" + (level ? " " + level : "") });
   node.append(el("div", { class: "v" }, value), el("div", { class: "k" }, label));
@@ -261,6 +279,8 @@ function render(data) {
     ...family(s, "store_errors_per_s").map((l) => ({ label: l.label + " errors", values: l.values, color: "#f85149" })),
     ...breakers.map((l) => ({ label: l.label + " breaker (0 closed, 2 open)", values: l.values, color: "#e3b341" })),
   ], "");
+
+  document.getElementById("memory").replaceChildren(...(data.memory || []).map(memoryPart));
 
   const hotspots = document.getElementById("hotspots");
   hotspots.replaceChildren(...data.tables.map(hotspotChart));
