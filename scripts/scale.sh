@@ -69,7 +69,7 @@ fi
 
 # --- 4. runs -----------------------------------------------------------------------------------
 run() { # ROWS -> $OUT/scale-ROWS.{md,json}
-    log "hbidx bench --rows $1 ${kafka_args[*]} $*"
+    log "hbidx bench --rows $1 ${kafka_args[*]} ${*:2}"
     TMPDIR=$DIR "$BIN" bench --rows "$1" "${kafka_args[@]}" --json "$OUT/scale-$1.json" \
         "${@:2}" | tee "$OUT/scale-$1.md"
 }

@@ -3,8 +3,8 @@
 
     python3 scripts/scale_table.py SMALL_ROWS small.json LARGE_ROWS large.json
 
-Rows are lined up by `measure`, in the small run's order (a measure only one run has comes last
-with an empty cell); a row without a number shows its text. Run with --test for the self-test.
+Rows are lined up by `measure`, in the small run's order (a measure only one run has comes after
+them with an empty cell), the RSS rows last; a row without a number shows its text. Run with --test for the self-test.
 """
 
 import json
@@ -42,6 +42,7 @@ def table(small_rows, small, large_rows, large):
     by_measure = {row["measure"]: row for row in large}
     measures = [row["measure"] for row in small]
     measures += [m for m in by_measure if m not in set(measures)]
+    measures.sort(key=lambda m: m.startswith("RSS"))
     small_by = {row["measure"]: row for row in small}
     lines = [
         f"| measure | {small_rows:,} rows | {large_rows:,} rows | ratio (large ÷ small) |",
@@ -56,6 +57,7 @@ def table(small_rows, small, large_rows, large):
 def self_test():
     small = [
         {"measure": "a", "value": 100000.0, "unit": "events/s", "text": "x"},
+        {"measure": "RSS, load", "value": 10.0, "unit": "MB", "text": "r"},
         {"measure": "b, p99", "value": 2.5, "unit": "ms", "text": "y"},
         {"measure": "c", "value": None, "unit": None, "text": "wrk | failed"},
     ]
@@ -72,6 +74,7 @@ def self_test():
         "| b, p99 | 2.50 ms | 5.00 ms | 2.00× |",
         "| c | wrk \\| failed |  |  |",
         "| d |  | 12.3 s |  |",
+        "| RSS, load | 10.0 MB |  |  |",
     ])
     assert got == want, got
     assert number(0.634) == "0.63" and number(88502.1) == "88,502" and number(-12.345) == "-12.3"
