@@ -1,24 +1,35 @@
 //! `hbidx bench`: the numbers in docs/benchmarks.md (which says what each row measures).
 //!
-//! Benchmarks, not timed tests: nothing here asserts, it measures and prints. Phases:
+//! Benchmarks, not timed tests: nothing here asserts, it measures and prints. The people are
+//! generated as they are written (no vector of the whole data set: the process measured is
+//! the server), keeping only a uniform sample of their phones for the lookups. Phases:
 //! 1. load N people into the embedded store (the change feed fills up; timed separately);
 //! 2. reopen the store (fjall replays its journal; timed on its own row), then start the
 //!    indexer on the full feed and time until it has committed everything (events/s through
 //!    the change feed into tantivy);
 //! 3. with the indexer idle, write single rows at a fixed rate and record how long each took to
 //!    become searchable (the published index checkpoint covers its offset): p50/p99;
-//! 4. index bytes per row and the process RSS;
+//! 4. index and store bytes per row;
 //! 5. HTTP lookups by phone at fixed concurrency with `wrk` (Debian package) against the real
-//!    service on loopback: throughput and p50/p99;
-//! 6. batch lookups of 1000 phones per call, and a reindex by table scan (rows/s);
-//! 7. lookups and batch lookups again with the rows read over HBase Thrift1 (the gateway over
-//!    this store, read through HbaseStore); with `--covered`, also lookups asking only for
-//!    indexed and covered columns, answered from the index, beside the same ones read over
-//!    Thrift1 (`consistency=store`), and what the covered columns add to the index.
+//!    service on loopback, keys spread evenly over the whole table: throughput and p50/p99;
+//! 6. batch lookups of 1000 phones per call, a reindex by table scan (rows/s), a full verify
+//!    (rows/s), and updates: a tenth of the rows get a new phone and name (events/s through
+//!    the change feed, the indexer reading each row's previous state);
+//! 7. a restart: everything closed, then the time from reopening the data dir to the first
+//!    lookup served;
+//! 8. unless `--no-thrift`, lookups and batch lookups again with the rows read over HBase
+//!    Thrift1 (the gateway over this store, read through HbaseStore); with `--covered`, also
+//!    lookups asking only for indexed and covered columns, answered from the index, beside the
+//!    same ones read over Thrift1 (`consistency=store`), and what the covered columns add to
+//!    the index.
+//!
+//! The process's RSS (anonymous and file-backed) is sampled all along: a row per phase with
+//! the figure at its end and the peak during it.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -26,8 +37,10 @@ use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
 use hbidx_schema::config::Config;
 use serde_json::json;
 
+pub(crate) use crate::bench_report::Row;
+use crate::bench_report::{RssMonitor, UniformSample, WrkSummary};
 use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
-use crate::people::PeopleGen;
+use crate::people::{PeopleGen, Person};
 use crate::server;
 
 #[derive(clap::Args)]
@@ -65,13 +78,23 @@ pub struct BenchArgs {
     /// Thrift phases, so a profiler attached to the run sees indexing only.
     #[arg(long)]
     indexing_only: bool,
+    /// Skip the lookups with the rows read over HBase Thrift1 (shorter runs on big tables).
+    #[arg(long, conflicts_with = "covered")]
+    no_thrift: bool,
     /// Columns to cover in the benchmarked table (its `covered` list, e.g. `info:city`), and
     /// measure lookups that ask for them with the name: from the index, and over Thrift1.
     #[arg(long, value_delimiter = ',')]
     covered: Vec<String>,
+    /// Also write the results here as JSON: an array of {"measure", "value", "unit", "text"},
+    /// one element per number (scripts/scale.sh lines two runs up by `measure`).
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
-pub(crate) struct Row(pub &'static str, pub String);
+/// The bench's people are written in batches of this many rows.
+const BATCH: usize = 1000;
+/// One row in this many gets new values in the updates phase.
+const UPDATE_EVERY: u64 = 10;
 
 pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -83,12 +106,7 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// User + system CPU seconds of this process, all threads (Linux `/proc/self/stat`).
 pub(crate) fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    // USER_HZ is 100 on Linux.
-    Some((utime + stime) / 100.0)
+    crate::bench_report::stat_cpu_seconds("/proc/self/stat")
 }
 
 fn rss_kib(key: &str) -> u64 {
@@ -101,6 +119,36 @@ fn rss_kib(key: &str) -> u64 {
                 .and_then(|line| line.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+/// The first `rows` people of the bench's seed, in batches, generated on a thread of their own
+/// a few batches ahead of the consumer (and stopping when it goes away).
+pub(crate) fn people_batches(rows: usize) -> std::sync::mpsc::IntoIter<Vec<Person>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    std::thread::Builder::new()
+        .name("bench-people".into())
+        .spawn(move || {
+            let mut people = PeopleGen::new(DEMO_SEED).take(rows);
+            loop {
+                let batch: Vec<Person> = people.by_ref().take(BATCH).collect();
+                if batch.is_empty() || tx.send(batch).is_err() {
+                    break;
+                }
+            }
+        })
+        .expect("spawning the people generator");
+    rx.into_iter()
+}
+
+/// "CPU 1.23s = 4.5 µs/event" and the µs per event, from a CPU time in seconds.
+fn cpu_per_event(cpu: Option<f64>, events: u64) -> (String, f64) {
+    match cpu {
+        Some(cpu) => {
+            let micros = cpu * 1e6 / events.max(1) as f64;
+            (format!(", CPU {cpu:.2}s = {micros:.1} µs/event"), micros)
+        }
+        None => (String::new(), f64::NAN),
+    }
 }
 
 /// `http_threads`: the benchmarked server's HTTP threads (`--server-workers`, else
@@ -139,12 +187,12 @@ pub async fn run(
     let table = demo_table(&config)?.clone();
     let columns = PersonColumns::for_table(&table)?;
     let mut report: Vec<Row> = Vec::new();
-    let people = crate::people::generate(args.rows, DEMO_SEED);
+    let rows = args.rows as u64;
     if let Some(path) = &args.export_csv {
         let mut out = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         );
-        for p in &people {
+        for p in people_batches(args.rows).flatten() {
             writeln!(
                 out,
                 "{},{},{},{},{}",
@@ -153,8 +201,10 @@ pub async fn run(
         }
         out.flush()?;
     }
+    let rss = RssMonitor::start();
 
     // Phase 1: fill the store and its change feed with no indexer running.
+    let mut sample = UniformSample::new(rows);
     {
         let store = hbidx_store::EmbeddedStore::open(
             &data_dir.join("store"),
@@ -162,19 +212,26 @@ pub async fn run(
         )?;
         let ts = now_ms();
         let started = Instant::now();
-        for chunk in people.chunks(1000) {
-            let batch = chunk
-                .iter()
-                .map(|p| columns.mutation(&table, p, ts))
-                .collect::<Result<Vec<_>>>()?;
+        let mut i = 0u64;
+        for people in people_batches(args.rows) {
+            let mut batch = Vec::with_capacity(people.len());
+            for person in &people {
+                sample.offer(i, &person.phone);
+                i += 1;
+                batch.push(columns.mutation(&table, person, ts)?);
+            }
             store.mutate_sync(batch)?;
         }
-        let secs = started.elapsed().as_secs_f64();
-        report.push(Row(
-            "store load (fjall + change feed)",
-            format!("{:.0} rows/s", args.rows as f64 / secs),
-        ));
+        let rate = rows as f64 / started.elapsed().as_secs_f64();
+        report.push(
+            Row::new(
+                "store load (fjall + change feed)",
+                format!("{rate:.0} rows/s"),
+            )
+            .value(rate, "rows/s"),
+        );
     }
+    report.push(rss.phase("store load"));
 
     // Phase 2: index the whole feed.
     // wrk calls the API like any client, with a key, so the lookup figures include the
@@ -191,18 +248,21 @@ pub async fn run(
     // whole feed (reading the feed, tantivy, commits, feed trims).
     let store_started = Instant::now();
     let store_cpu_before = process_cpu_seconds();
-    let rows = server::open_rows(&config, &data_dir)?;
-    report.push(Row(
-        "store reopen (fjall journal replay)",
-        format!(
-            "{:.2}s{}",
-            store_started.elapsed().as_secs_f64(),
-            process_cpu_seconds()
-                .zip(store_cpu_before)
-                .map(|(after, before)| format!(", CPU {:.2}s", after - before))
-                .unwrap_or_default()
-        ),
-    ));
+    let opened = server::open_rows(&config, &data_dir)?;
+    let reopen_secs = store_started.elapsed().as_secs_f64();
+    report.push(
+        Row::new(
+            "store reopen (fjall journal replay)",
+            format!(
+                "{reopen_secs:.2}s{}",
+                process_cpu_seconds()
+                    .zip(store_cpu_before)
+                    .map(|(after, before)| format!(", CPU {:.2}s", after - before))
+                    .unwrap_or_default()
+            ),
+        )
+        .value(reopen_secs, "s"),
+    );
     let started = Instant::now();
     let cpu_before = process_cpu_seconds();
     let runtime = server::open_with_rows(
@@ -210,53 +270,48 @@ pub async fn run(
         &data_dir,
         &policy,
         hbidx_query::auth::Auth::new(&security),
-        rows,
+        opened,
     )?;
-    runtime.wait_caught_up(Duration::from_secs(3600)).await?;
+    runtime
+        .wait_caught_up(Duration::from_secs(24 * 3600))
+        .await?;
     let secs = started.elapsed().as_secs_f64();
     // CPU time next to wall time: on a shared machine the wall figure moves with everything
     // else running, the CPU per event much less.
-    let cpu = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(after, before)| {
-            format!(
-                ", CPU {:.2}s = {:.1} µs/event",
-                after - before,
-                (after - before) * 1e6 / args.rows as f64
-            )
-        })
-        .unwrap_or_default();
+    let (cpu, micros) = cpu_per_event(
+        process_cpu_seconds()
+            .zip(cpu_before)
+            .map(|(after, before)| after - before),
+        rows,
+    );
     let commits = runtime
         .state
         .tables
         .get(&table.name)
         .map(|indexed| commit_summary(&indexed.stats))
         .unwrap_or_default();
-    report.push(Row(
-        "indexing throughput (feed → tantivy)",
-        format!(
-            "{:.0} events/s ({} events in {:.2}s{cpu}{commits})",
-            args.rows as f64 / secs,
-            args.rows,
-            secs
-        ),
-    ));
+    let rate = rows as f64 / secs;
+    report.push(
+        Row::new(
+            "indexing throughput (feed → tantivy)",
+            format!(
+                "{rate:.0} events/s ({} events in {secs:.2}s{cpu}{commits})",
+                args.rows
+            ),
+        )
+        .value(rate, "events/s")
+        .also("CPU", micros, "µs/event"),
+    );
+    report.push(rss.phase("indexing (change feed)"));
 
     if args.indexing_only {
         if let Some(indexed) = runtime.state.tables.get(&table.name) {
-            let stats = indexed.searcher.stats();
-            report.push(Row(
-                "index size",
-                format!(
-                    "{:.1} bytes/row ({:.1} MB, {} segments)",
-                    stats.bytes as f64 / stats.docs.max(1) as f64,
-                    stats.bytes as f64 / 1e6,
-                    stats.segments
-                ),
-            ));
+            let stats = indexed.searcher.sizes();
+            report.push(index_size_row(&stats, String::new()));
         }
+        report.push(store_size_row(&data_dir, rows));
         runtime.shutdown_indexers().await?;
-        return finish(&config, &args, &people, &data_dir, report).await;
+        return finish(&config, &args, &data_dir, &rss, report).await;
     }
 
     // Phase 3: event → searchable latency at a steady write rate.
@@ -303,37 +358,38 @@ pub async fn run(
         }
     }
     latencies.sort_by(f64::total_cmp);
-    report.push(Row(
-        "event → searchable latency",
-        format!(
-            "p50 {:.1} ms, p99 {:.1} ms ({} writes at 500/s)",
-            percentile(&latencies, 50.0),
-            percentile(&latencies, 99.0),
-            latencies.len()
-        ),
-    ));
+    let (p50, p99) = (percentile(&latencies, 50.0), percentile(&latencies, 99.0));
+    report.push(
+        Row::new(
+            "event → searchable latency",
+            format!(
+                "p50 {p50:.1} ms, p99 {p99:.1} ms ({} writes at 500/s)",
+                latencies.len()
+            ),
+        )
+        .also("p50", p50, "ms")
+        .also("p99", p99, "ms"),
+    );
 
     // Phase 4: size, once the indexer's idle compaction (`CommitPolicy::compact_when_idle`)
     // has merged the segments: the lookups below measure a read-mostly index in its steady
     // state, not the segments a bulk load happens to leave behind.
     let waited = Instant::now();
-    let mut stats = runtime_table.searcher.stats();
+    let mut stats = runtime_table.searcher.sizes();
     if let Some(idle) = policy.compact_when_idle {
-        while stats.segments > 1 && waited.elapsed() < idle + Duration::from_secs(60) {
+        while stats.segments > 1 && waited.elapsed() < idle + Duration::from_secs(600) {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            stats = runtime_table.searcher.stats();
+            stats = runtime_table.searcher.sizes();
         }
     }
-    report.push(Row(
-        "index size",
+    report.push(index_size_row(
+        &stats,
         format!(
-            "{:.1} bytes/row ({:.1} MB, {} segments; waited {:.1}s for the idle compaction)",
-            stats.bytes as f64 / stats.docs.max(1) as f64,
-            stats.bytes as f64 / 1e6,
-            stats.segments,
+            "; waited {:.1}s for the idle compaction",
             waited.elapsed().as_secs_f64()
         ),
     ));
+    report.push(store_size_row(&data_dir, rows));
 
     // Phase 5: HTTP lookups with wrk, against the service as `serve` runs it: with the
     // dashboard sampler, which is also what drains the metrics' histogram samples into their
@@ -342,13 +398,13 @@ pub async fn run(
     let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
     let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
     let addr = server.addr;
+    let script = data_dir.join("phones.lua");
     if args.lookup_seconds > 0 {
-        let script = data_dir.join("phones.lua");
         write_wrk_script(
             &script,
             &table.name,
             &api_key,
-            people.iter().take(50_000).map(|p| p.phone.as_str()),
+            sample.phones.iter().map(String::as_str),
             "",
         )?;
         for class in [Scheduling::Normal, Scheduling::Batch] {
@@ -416,118 +472,421 @@ pub async fn run(
         }
     }
 
-    // Phase 6: batch lookups of 1000 phones in one call, then a reindex by table scan.
+    // Phase 6: batch lookups of 1000 phones in one call, a reindex by table scan, a full
+    // verify, and updates of a tenth of the rows.
     let base = format!("http://{addr}");
     let client = api_client(&api_key)?;
     batch_lookups(
         &client,
         &base,
         &table.name,
-        &people,
+        &sample,
         &json!({}),
         &mut report,
     )
     .await?;
+    report.push(rss.phase("latency, compaction and lookups"));
     scan_reindex(&client, &base, &table.name, &mut report).await?;
-    server.stop().await?;
+    report.push(rss.phase("reindex by table scan"));
+    verify_full(&client, &base, &table.name, &mut report).await?;
+    report.push(rss.phase("verify --full"));
+    report.push(updates(&runtime, &table, &mut sample, rows).await?);
+    report.push(rss.phase("updates"));
 
-    // Phase 7: the same lookups with the rows read over HBase Thrift1: the gateway serves this
-    // store, and a second service reads it through HbaseStore (index → rowkeys →
-    // getRowsWithColumns), exactly as against an HBase Thrift server.
-    let gateway = server::start_gateway(
-        &runtime,
-        &config,
-        hbidx_store::gateway::GatewayOptions::new("127.0.0.1:0".parse()?),
-    )?;
-    let mut thrift = hbidx_store::HbaseConfig::new(gateway.local_addr().to_string());
-    thrift.pool_size = 32;
-    let hbase = hbidx_store::HbaseStore::new(thrift, &[(table.name.clone(), table.full_name())]);
-    let tables: Vec<hbidx_query::TableRuntime> = runtime.state.tables.values().cloned().collect();
-    let thrift_state = std::sync::Arc::new(
-        hbidx_query::AppState::new(std::sync::Arc::new(hbase), tables)
-            .with_auth(hbidx_query::auth::Auth::new(&security)),
-    );
-    let thrift_server = BenchServer::start(thrift_state, http_threads.clone()).await?;
-    let thrift_addr = thrift_server.addr;
-    if args.lookup_seconds > 0 {
-        report.push(
-            run_wrk(
-                "lookup by phone, rows over Thrift1 (wrk)",
-                format!("http://{thrift_addr}"),
-                &data_dir.join("phones.lua"),
-                &args,
-                http_threads.count,
-                Scheduling::Normal,
-            )
-            .await?,
+    // Phase 7: a restart. Everything is closed (the indexes committed, the store synced and
+    // dropped), then timed from reopening the data dir to the first lookup answered over HTTP.
+    drop(client);
+    server.stop().await?;
+    sampler.abort();
+    let _ = sampler.await;
+    drop(runtime_table);
+    let store = runtime.embedded()?.clone();
+    runtime.shutdown_indexers().await?;
+    let closing = Instant::now();
+    while Arc::strong_count(&store) > 1 {
+        anyhow::ensure!(
+            closing.elapsed() < Duration::from_secs(60),
+            "the row store is still open after the shutdown ({} references): cannot time a restart",
+            Arc::strong_count(&store) - 1
         );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut thrift_rows = Vec::new();
-    batch_lookups(
-        &client,
-        &format!("http://{thrift_addr}"),
-        &table.name,
-        &people,
-        &json!({}),
-        &mut thrift_rows,
+    drop(store);
+    let (runtime, server, restart_row) = restart(
+        &config,
+        &data_dir,
+        &policy,
+        &security,
+        &http_threads,
+        &table,
+        &api_key,
+        &sample,
     )
     .await?;
-    for Row(_, value) in thrift_rows {
-        report.push(Row("batch lookup, 1000 phones, rows over Thrift1", value));
-    }
-    if !table.covered.is_empty() {
-        covered_lookups(
-            &args,
-            &table,
+    report.push(restart_row);
+    report.push(rss.phase("restart"));
+    let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
+    let client = api_client(&api_key)?;
+    server.stop().await?;
+
+    // Phase 8: the same lookups with the rows read over HBase Thrift1: the gateway serves this
+    // store, and a second service reads it through HbaseStore (index → rowkeys →
+    // getRowsWithColumns), exactly as against an HBase Thrift server.
+    if !args.no_thrift {
+        let gateway = server::start_gateway(
             &runtime,
+            &config,
+            hbidx_store::gateway::GatewayOptions::new("127.0.0.1:0".parse()?),
+        )?;
+        let mut thrift = hbidx_store::HbaseConfig::new(gateway.local_addr().to_string());
+        thrift.pool_size = 32;
+        let hbase =
+            hbidx_store::HbaseStore::new(thrift, &[(table.name.clone(), table.full_name())]);
+        let tables: Vec<hbidx_query::TableRuntime> =
+            runtime.state.tables.values().cloned().collect();
+        let thrift_state = std::sync::Arc::new(
+            hbidx_query::AppState::new(std::sync::Arc::new(hbase), tables)
+                .with_auth(hbidx_query::auth::Auth::new(&security)),
+        );
+        let thrift_server = BenchServer::start(thrift_state, http_threads.clone()).await?;
+        let thrift_addr = thrift_server.addr;
+        if args.lookup_seconds > 0 {
+            // After the updates: the sample follows the rows' new phones.
+            write_wrk_script(
+                &script,
+                &table.name,
+                &api_key,
+                sample.phones.iter().map(String::as_str),
+                "",
+            )?;
+            report.push(
+                run_wrk(
+                    "lookup by phone, rows over Thrift1 (wrk)",
+                    format!("http://{thrift_addr}"),
+                    &script,
+                    &args,
+                    http_threads.count,
+                    Scheduling::Normal,
+                )
+                .await?,
+            );
+        }
+        let mut thrift_rows = Vec::new();
+        batch_lookups(
             &client,
-            &api_key,
-            &people,
-            &data_dir,
-            thrift_addr,
-            http_threads.count,
-            &mut report,
+            &format!("http://{thrift_addr}"),
+            &table.name,
+            &sample,
+            &json!({}),
+            &mut thrift_rows,
         )
         .await?;
+        report.extend(
+            thrift_rows
+                .into_iter()
+                .map(|row| relabel(row, "batch lookup, 1000 phones, rows over Thrift1")),
+        );
+        if !table.covered.is_empty() {
+            covered_lookups(
+                &args,
+                &table,
+                &runtime,
+                &client,
+                &api_key,
+                &sample,
+                &data_dir,
+                thrift_addr,
+                http_threads.count,
+                &mut report,
+            )
+            .await?;
+        }
+        thrift_server.stop().await?;
+        report.push(rss.phase("Thrift1 lookups"));
     }
-    thrift_server.stop().await?;
     sampler.abort();
 
-    report.push(Row(
-        "RSS",
-        format!(
-            "{:.0} MB now, {:.0} MB peak",
-            rss_kib("VmRSS:") as f64 / 1024.0,
-            rss_kib("VmHWM:") as f64 / 1024.0
-        ),
-    ));
+    let (now, peak) = (
+        rss_kib("VmRSS:") as f64 / 1024.0,
+        rss_kib("VmHWM:") as f64 / 1024.0,
+    );
+    report.push(
+        Row::new("RSS", format!("{now:.0} MB now, {peak:.0} MB peak"))
+            .also("now", now, "MB")
+            .also("peak", peak, "MB"),
+    );
     runtime.shutdown_indexers().await?;
-    finish(&config, &args, &people, &data_dir, report).await
+    finish(&config, &args, &data_dir, &rss, report).await
 }
 
-/// The Kafka part (with --kafka), clean-up and the report table.
+/// The same row under another label (its numbers' measures follow).
+fn relabel(row: Row, label: &str) -> Row {
+    let Row {
+        label: old,
+        text,
+        metrics,
+    } = row;
+    let mut row = Row::new(label, text);
+    for metric in metrics {
+        let measure = metric.measure.replacen(&old, label, 1);
+        row = row.metric(measure, metric.value, metric.unit);
+    }
+    row
+}
+
+fn index_size_row(stats: &hbidx_indexer::IndexStats, note: String) -> Row {
+    let per_row = stats.bytes as f64 / stats.docs.max(1) as f64;
+    Row::new(
+        "index size",
+        format!(
+            "{per_row:.1} bytes/row ({:.1} MB, {} segments{note})",
+            stats.bytes as f64 / 1e6,
+            stats.segments,
+        ),
+    )
+    .value(per_row, "bytes/row")
+}
+
+/// The store's size on disk (fjall's journals, tables and what is left of the change feed).
+fn store_size_row(data_dir: &std::path::Path, rows: u64) -> Row {
+    let bytes = crate::bench_report::disk_bytes(&data_dir.join("store"));
+    let per_row = bytes as f64 / rows.max(1) as f64;
+    Row::new(
+        "store size on disk",
+        format!("{per_row:.1} bytes/row ({:.1} MB)", bytes as f64 / 1e6),
+    )
+    .value(per_row, "bytes/row")
+}
+
+/// Updates: every [`UPDATE_EVERY`]th row gets a new phone and name (the same uids, so the same
+/// rowkeys), written in batches while the indexer runs, timed from the first write until the
+/// index covers the last. The indexer reads each row's previous state to drop its old terms.
+/// The CPU per event leaves out the writing thread's own (generation and store writes).
+async fn updates(
+    runtime: &server::Runtime,
+    table: &hbidx_schema::config::TableConfig,
+    sample: &mut UniformSample,
+    rows: u64,
+) -> Result<Row> {
+    let store = runtime.embedded()?.clone();
+    let runtime_table = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .context("table missing")?
+        .clone();
+    let writer_table = table.clone();
+    let mut writer_sample = std::mem::replace(sample, UniformSample::new(0));
+    let started = Instant::now();
+    let cpu_before = process_cpu_seconds();
+    let writer = tokio::task::spawn_blocking(move || -> Result<_> {
+        let thread_cpu_before = crate::bench_report::thread_cpu_seconds();
+        let columns = PersonColumns::for_table(&writer_table)?;
+        let mut fresh = PeopleGen::new(DEMO_SEED);
+        let ts = now_ms();
+        let mut batch = Vec::with_capacity(BATCH);
+        let (mut count, mut last) = (0u64, 0i64);
+        let mut write = |batch: Vec<_>| -> Result<()> {
+            let receipt = store.mutate_sync(batch)?;
+            if let Some((_, offset)) = receipt.last_offset_by_table.first() {
+                last = *offset;
+            }
+            Ok(())
+        };
+        for i in (UPDATE_EVERY / 2..rows).step_by(UPDATE_EVERY as usize) {
+            // A phone that no loaded person has.
+            let (phone, name) = fresh.new_contact(rows + i);
+            writer_sample.update(i, &phone);
+            let uid = crate::people::uid_of(i);
+            batch.push(columns.update(&writer_table, &uid, &phone, &name, ts)?);
+            count += 1;
+            if batch.len() == BATCH {
+                write(std::mem::take(&mut batch))?;
+            }
+        }
+        if !batch.is_empty() {
+            write(batch)?;
+        }
+        let thread_cpu = crate::bench_report::thread_cpu_seconds()
+            .zip(thread_cpu_before)
+            .map(|(after, before)| after - before);
+        Ok((count, last, started.elapsed(), thread_cpu, writer_sample))
+    });
+    let (count, last, written_in, writer_cpu, writer_sample) = writer.await??;
+    *sample = writer_sample;
+    let mut indexed = runtime_table.indexed.clone();
+    tokio::time::timeout(
+        Duration::from_secs(24 * 3600),
+        indexed.wait_for(|cp| cp.position(CHANGE_FEED, 0).unwrap_or(0) >= last),
+    )
+    .await
+    .context("the updates were not indexed in time")?
+    .context("indexer stopped")?;
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds()
+        .zip(cpu_before)
+        .zip(writer_cpu)
+        .map(|((after, before), writer)| after - before - writer);
+    let (cpu, micros) = cpu_per_event(cpu, count);
+    let rate = count as f64 / secs;
+    Ok(Row::new(
+        "updates: new phone and name for 10% of rows (feed → tantivy)",
+        format!(
+            "{rate:.0} events/s ({count} updates in {secs:.2}s, written in {:.2}s{cpu} without the writing thread)",
+            written_in.as_secs_f64()
+        ),
+    )
+    .value(rate, "events/s")
+    .also("CPU", micros, "µs/event"))
+}
+
+/// Reopens the data dir as `serve` does and times it until a lookup by a sampled phone is
+/// answered with its row over HTTP. Returns the runtime and its server, still running.
+#[allow(clippy::too_many_arguments)]
+async fn restart(
+    config: &Config,
+    data_dir: &std::path::Path,
+    policy: &CommitPolicy,
+    security: &hbidx_query::auth::SecurityConfig,
+    http_threads: &crate::http::HttpThreads,
+    table: &hbidx_schema::config::TableConfig,
+    api_key: &str,
+    sample: &UniformSample,
+) -> Result<(server::Runtime, BenchServer, Row)> {
+    let started = Instant::now();
+    let opened = server::open_rows(config, data_dir)?;
+    let store_secs = started.elapsed().as_secs_f64();
+    let runtime = server::open_with_rows(
+        config,
+        data_dir,
+        policy,
+        hbidx_query::auth::Auth::new(security),
+        opened,
+    )?;
+    let index_secs = started.elapsed().as_secs_f64() - store_secs;
+    let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
+    let client = api_client(api_key)?;
+    let phone = sample
+        .phones
+        .last()
+        .context("no phone to look up after the restart")?;
+    let url = format!(
+        "http://{}/v1/tables/{}/rows?phone={phone}",
+        server.addr, table.name
+    );
+    loop {
+        let answer = client.get(&url).send().await;
+        if let Ok(response) = answer
+            && response.status().is_success()
+        {
+            let body: serde_json::Value = response.json().await?;
+            if body["count"].as_u64().unwrap_or(0) > 0 {
+                break;
+            }
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(600),
+            "no lookup answered within 10 minutes of the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let row = Row::new(
+        "restart: reopen the data dir → first lookup served",
+        format!(
+            "{secs:.2}s (store {store_secs:.2}s, indexes and indexers {index_secs:.2}s, the rest HTTP start and the lookup)"
+        ),
+    )
+    .value(secs, "s");
+    Ok((runtime, server, row))
+}
+
+/// `POST verify {"full": true}` (what `hbidx verify --full` runs) and wait for its report:
+/// rows checked per second.
+async fn verify_full(
+    client: &reqwest::Client,
+    base: &str,
+    table: &str,
+    report: &mut Vec<Row>,
+) -> Result<()> {
+    let started = Instant::now();
+    let job: serde_json::Value = client
+        .post(format!("{base}/v1/tables/{table}/verify"))
+        .json(&json!({"full": true}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let job = wait_job(client, base, &job).await?;
+    let secs = started.elapsed().as_secs_f64();
+    let verified = &job["report"];
+    let index_rows = verified["index_rows_checked"].as_u64().unwrap_or(0);
+    let store_rows = verified["store_rows_checked"].as_u64().unwrap_or(0);
+    let drift: u64 = ["missing", "ghosts", "mismatches"]
+        .iter()
+        .map(|kind| verified[kind]["count"].as_u64().unwrap_or(0))
+        .sum();
+    let rate = store_rows.max(index_rows) as f64 / secs;
+    report.push(
+        Row::new(
+            "verify --full (index ↔ store, both ways)",
+            format!(
+                "{rate:.0} rows/s ({index_rows} index rows and {store_rows} store rows in {secs:.2}s; drift {drift})"
+            ),
+        )
+        .value(rate, "rows/s"),
+    );
+    Ok(())
+}
+
+/// Polls the job `job` (a job status as returned when it was started) until it is over: its
+/// last status, or an error if it failed.
+async fn wait_job(
+    client: &reqwest::Client,
+    base: &str,
+    job: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    let id = job["id"].as_u64().context("job id")?;
+    loop {
+        let job: serde_json::Value = client
+            .get(format!("{base}/v1/jobs/{id}"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        match job["state"].as_str() {
+            Some("succeeded") => return Ok(job),
+            Some("failed") => anyhow::bail!("job {id} failed: {}", job["error"]),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// The Kafka part (with --kafka), clean-up and the report: the table on stdout and, with
+/// `--json`, the file.
 async fn finish(
     config: &Config,
     args: &BenchArgs,
-    people: &[crate::people::Person],
     data_dir: &std::path::Path,
+    rss: &RssMonitor,
     mut report: Vec<Row>,
 ) -> Result<()> {
     if let Some(brokers) = &args.kafka {
-        crate::bench_kafka::run(config, people, brokers, data_dir, &mut report).await?;
+        crate::bench_kafka::run(config, args.rows, brokers, data_dir, rss, &mut report).await?;
     }
     if args.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(data_dir);
     }
 
-    println!("\n| measure | result |\n|---|---|");
-    for Row(name, value) in &report {
-        println!("| {name} | {value} |");
+    println!("\n{}", crate::bench_report::markdown(&report));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&crate::bench_report::json_rows(&report))?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
 
-/// The REST service over `state` on an ephemeral port, served as `serve` serves it.
 struct BenchServer {
     addr: std::net::SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -649,19 +1008,22 @@ async fn run_wrk(
     Ok(match output {
         Ok(output) if output.status.success() => {
             let text = String::from_utf8_lossy(&output.stdout);
-            Row(
+            let summary = WrkSummary::parse(&text);
+            Row::new(
                 label,
-                summarize_wrk(&text, wrk_threads, connections, workers) + &client_cpus,
+                describe_wrk(&summary, wrk_threads, connections, workers) + &client_cpus,
             )
+            .value(summary.rps.unwrap_or(f64::NAN), "req/s")
+            .also("p99", summary.p99_ms.unwrap_or(f64::NAN), "ms")
         }
-        Ok(output) => Row(
+        Ok(output) => Row::new(
             label,
             format!(
                 "wrk failed: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             ),
         ),
-        Err(err) => Row(
+        Err(err) => Row::new(
             label,
             format!(
                 "not measured: cannot run wrk ({err}); apt-get install wrk (chrt and taskset are util-linux)"
@@ -693,7 +1055,7 @@ async fn covered_lookups(
     runtime: &server::Runtime,
     client: &reqwest::Client,
     api_key: &str,
-    people: &[crate::people::Person],
+    sample: &UniformSample,
     data_dir: &std::path::Path,
     thrift_addr: std::net::SocketAddr,
     http_threads: usize,
@@ -708,7 +1070,7 @@ async fn covered_lookups(
         .chain(table.covered.iter().cloned())
         .collect();
     let projection = format!("&columns={}", columns.join(","));
-    let phones = || people.iter().take(50_000).map(|p| p.phone.as_str());
+    let phones = || sample.phones.iter().map(String::as_str);
     if args.lookup_seconds > 0 {
         for (label, suffix, file) in [
             (
@@ -752,12 +1114,12 @@ async fn covered_lookups(
             client,
             &format!("http://{thrift_addr}"),
             &table.name,
-            people,
+            sample,
             &extra,
             &mut rows,
         )
         .await?;
-        report.extend(rows.into_iter().map(|Row(_, value)| Row(label, value)));
+        report.extend(rows.into_iter().map(|row| relabel(row, label)));
     }
     if let Some(indexed) = runtime.state.tables.get(&table.name) {
         let searcher = indexed.searcher.clone();
@@ -768,40 +1130,43 @@ async fn covered_lookups(
             .load(std::sync::atomic::Ordering::Relaxed)
             .max(1);
         for size in sizes {
-            report.push(Row(
-                "covered column in the index",
-                format!(
-                    "{}: {:.1} bytes/row before compression ({:.1} MB over {rows} rows, from {} sampled)",
-                    size.column,
-                    size.bytes as f64 / rows as f64,
-                    size.bytes as f64 / 1e6,
-                    size.sampled
+            let per_row = size.bytes as f64 / rows as f64;
+            report.push(
+                Row::new(
+                    "covered column in the index",
+                    format!(
+                        "{}: {per_row:.1} bytes/row before compression ({:.1} MB over {rows} rows, from {} sampled)",
+                        size.column,
+                        size.bytes as f64 / 1e6,
+                        size.sampled
+                    ),
+                )
+                .metric(
+                    format!("covered column {} in the index", size.column),
+                    per_row,
+                    "bytes/row",
                 ),
-            ));
+            );
         }
     }
     Ok(())
 }
 
-/// Batch lookups of 1000 phones a call, with `extra` merged into each request body.
-pub(crate) async fn batch_lookups(
+/// Batch lookups of 1000 phones a call, with `extra` merged into each request body; each
+/// call's phones spread over the whole table.
+async fn batch_lookups(
     client: &reqwest::Client,
     base: &str,
     table: &str,
-    people: &[crate::people::Person],
+    sample: &UniformSample,
     extra: &serde_json::Value,
     report: &mut Vec<Row>,
 ) -> Result<()> {
-    let calls = (people.len() / 1000).clamp(1, 50);
+    let calls = (sample.phones.len() / 1000).clamp(1, 50);
     let mut millis = Vec::with_capacity(calls);
     let mut found = 0u64;
     for call in 0..calls {
-        let phones: Vec<&str> = people
-            .iter()
-            .skip(call * 1000)
-            .take(1000)
-            .map(|p| p.phone.as_str())
-            .collect();
+        let phones = sample.batch(call, 1000);
         let mut request = json!({"field": "phone", "values": phones});
         if let (Some(request), Some(extra)) = (request.as_object_mut(), extra.as_object()) {
             request.extend(extra.clone());
@@ -819,19 +1184,22 @@ pub(crate) async fn batch_lookups(
         found += body["count"].as_u64().unwrap_or(0);
     }
     millis.sort_by(f64::total_cmp);
-    report.push(Row(
-        "batch lookup, 1000 phones per call",
-        format!(
-            "p50 {:.1} ms, p99 {:.1} ms per call ({calls} calls, {found} rows found)",
-            percentile(&millis, 50.0),
-            percentile(&millis, 99.0),
-        ),
-    ));
+    let (p50, p99) = (percentile(&millis, 50.0), percentile(&millis, 99.0));
+    report.push(
+        Row::new(
+            "batch lookup, 1000 phones per call",
+            format!(
+                "p50 {p50:.1} ms, p99 {p99:.1} ms per call ({calls} calls, {found} rows found)"
+            ),
+        )
+        .also("p50", p50, "ms")
+        .also("p99", p99, "ms"),
+    );
     Ok(())
 }
 
 /// `POST reindex {"from": "store"}` and wait for the swap: rows scanned per second.
-pub(crate) async fn scan_reindex(
+async fn scan_reindex(
     client: &reqwest::Client,
     base: &str,
     table: &str,
@@ -846,31 +1214,18 @@ pub(crate) async fn scan_reindex(
         .error_for_status()?
         .json()
         .await?;
-    let id = job["id"].as_u64().context("reindex job id")?;
-    loop {
-        let job: serde_json::Value = client
-            .get(format!("{base}/v1/jobs/{id}"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        match job["state"].as_str() {
-            Some("succeeded") => {
-                let rows = job["done"].as_u64().unwrap_or(0);
-                let secs = started.elapsed().as_secs_f64();
-                report.push(Row(
-                    "reindex by table scan (shadow + swap)",
-                    format!(
-                        "{:.0} rows/s ({rows} rows in {secs:.2}s)",
-                        rows as f64 / secs
-                    ),
-                ));
-                return Ok(());
-            }
-            Some("failed") => anyhow::bail!("scan reindex failed: {}", job["error"]),
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
+    let job = wait_job(client, base, &job).await?;
+    let rows = job["done"].as_u64().unwrap_or(0);
+    let secs = started.elapsed().as_secs_f64();
+    let rate = rows as f64 / secs;
+    report.push(
+        Row::new(
+            "reindex by table scan (shadow + swap)",
+            format!("{rate:.0} rows/s ({rows} rows in {secs:.2}s)"),
+        )
+        .value(rate, "rows/s"),
+    );
+    Ok(())
 }
 
 fn tempfile_dir() -> Result<PathBuf> {
@@ -913,26 +1268,13 @@ end"#
     Ok(())
 }
 
-/// Pulls requests/s and the latency distribution out of `wrk --latency` output.
-fn summarize_wrk(text: &str, threads: u32, connections: u32, workers: usize) -> String {
-    let mut rps = "?".to_string();
-    let mut p50 = "?".to_string();
-    let mut p99 = "?".to_string();
-    let mut errors = String::new();
-    for line in text.lines() {
-        let trimmed = line.trim();
-        let mut parts = trimmed.split_whitespace();
-        match (parts.next(), parts.next()) {
-            (Some("Requests/sec:"), Some(value)) => rps = value.to_string(),
-            (Some("50%"), Some(value)) => p50 = value.to_string(),
-            (Some("99%"), Some(value)) => p99 = value.to_string(),
-            (Some("Non-2xx"), _) | (Some("Socket"), _) => errors.push_str(&format!("; {trimmed}")),
-            _ => {}
-        }
-    }
+/// The human cell of a wrk run.
+fn describe_wrk(summary: &WrkSummary, threads: u32, connections: u32, workers: usize) -> String {
+    let errors: String = summary.errors.iter().map(|e| format!("; {e}")).collect();
     // The server's threads matter as much as wrk's on a small machine: say how many.
     format!(
-        "{rps} req/s, p50 {p50}, p99 {p99} (wrk -t{threads} -c{connections}; {workers} server HTTP threads){errors}"
+        "{} req/s, p50 {}, p99 {} (wrk -t{threads} -c{connections}; {workers} server HTTP threads){errors}",
+        summary.rps_text, summary.p50, summary.p99
     )
 }
 

@@ -1,7 +1,7 @@
 //! The Kafka part of `hbidx bench --kafka BROKERS` (a real broker, e.g. tansu on loopback).
 //!
-//! 1. produce the people as hbidx JSON events to a fresh 4-partition topic (normal batching):
-//!    what the broker takes in;
+//! 1. produce the people as hbidx JSON events to a fresh 4-partition topic (normal batching),
+//!    generated and encoded as they are sent: what the broker takes in;
 //! 2. consume the topic with a bare rdkafka consumer that does nothing with the messages: what
 //!    the broker can hand out, the ceiling for any consumer on this machine;
 //! 3. `serve`'s wiring with the topic as the table's source, timed from the first indexed event
@@ -25,11 +25,13 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::bench::{Row, percentile};
+use crate::bench_report::RssMonitor;
 use crate::demo::{PersonColumns, demo_table, now_ms};
-use crate::people::Person;
 use crate::server;
 
 const PARTITIONS: i32 = 4;
+/// Produced events awaiting their broker ack, at most.
+const IN_FLIGHT: usize = 200_000;
 
 /// CPU seconds (user + system) of the first process called `tansu`.
 /// ", broker CPU 0.04s" for the CPU the broker used since `before`, or nothing.
@@ -38,6 +40,19 @@ fn broker_cpu_since(before: Option<f64>) -> String {
         .zip(before)
         .map(|(after, before)| format!(", broker CPU {:.2}s", after - before))
         .unwrap_or_default()
+}
+
+/// Waits for the oldest produced event's broker ack.
+async fn await_delivery(
+    deliveries: &mut std::collections::VecDeque<rdkafka::producer::DeliveryFuture>,
+) -> Result<()> {
+    if let Some(delivery) = deliveries.pop_front() {
+        delivery
+            .await
+            .context("producer dropped")?
+            .map_err(|(err, _)| err)?;
+    }
+    Ok(())
 }
 
 fn broker_cpu_seconds() -> Option<f64> {
@@ -56,17 +71,19 @@ fn broker_cpu_seconds() -> Option<f64> {
     None
 }
 
+/// `rows`: the bench's people (its seed's first `rows`), generated again here.
 pub async fn run(
     config: &Config,
-    people: &[Person],
+    rows: usize,
     brokers: &str,
     data_dir: &Path,
+    rss: &RssMonitor,
     report: &mut Vec<Row>,
 ) -> Result<()> {
     let table = demo_table(config)?.clone();
     let columns = PersonColumns::for_table(&table)?;
     let topic = format!("hbidx-bench-{}", now_ms());
-    let n = people.len();
+    let n = rows;
 
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -97,44 +114,57 @@ pub async fn run(
         .set("queue.buffering.max.messages", "1000000")
         .create()?;
     let ts = now_ms();
-    let payloads: Vec<(Vec<u8>, Vec<u8>)> = people
-        .iter()
-        .map(|p| {
-            let mutation = columns.mutation(&table, p, ts)?;
-            let payload = hbidx_indexer::formats::encode_json(&table, &mutation);
-            Ok((mutation.rowkey, payload))
-        })
-        .collect::<Result<_>>()?;
     let cpu_before_produce = broker_cpu_seconds();
     let started = Instant::now();
-    let mut deliveries = Vec::with_capacity(n);
-    for (key, payload) in &payloads {
-        deliveries.push(producer.send_result(FutureRecord::to(&topic).key(key).payload(payload)));
-    }
-    for delivery in deliveries {
-        match delivery {
-            Ok(future) => {
-                future
-                    .await
-                    .context("producer dropped")?
-                    .map_err(|(err, _)| err)?;
+    // Acks are awaited oldest first once IN_FLIGHT are pending, so that neither the futures
+    // nor rdkafka's queue grow with the table.
+    let mut deliveries = std::collections::VecDeque::with_capacity(IN_FLIGHT);
+    for people in crate::bench::people_batches(rows) {
+        for person in &people {
+            let mutation = columns.mutation(&table, person, ts)?;
+            let payload = hbidx_indexer::formats::encode_json(&table, &mutation);
+            loop {
+                if deliveries.len() >= IN_FLIGHT {
+                    await_delivery(&mut deliveries).await?;
+                }
+                match producer.send_result(
+                    FutureRecord::to(&topic)
+                        .key(&mutation.rowkey)
+                        .payload(&payload),
+                ) {
+                    Ok(future) => {
+                        deliveries.push_back(future);
+                        break;
+                    }
+                    Err((
+                        rdkafka::error::KafkaError::MessageProduction(
+                            rdkafka::types::RDKafkaErrorCode::QueueFull,
+                        ),
+                        _,
+                    )) if !deliveries.is_empty() => await_delivery(&mut deliveries).await?,
+                    Err((err, _)) => bail!("produce: {err}"),
+                }
             }
-            Err((err, _)) => bail!("produce: {err}"),
         }
+    }
+    while !deliveries.is_empty() {
+        await_delivery(&mut deliveries).await?;
     }
     let produce_secs = started.elapsed().as_secs_f64();
     let produce_cpu = broker_cpu_since(cpu_before_produce);
     // An idle rdkafka producer's polling thread still spins ~1 ms in every 100 ms (rdkafka
     // polls the sub-millisecond rest of its wait as 0 ms): not part of what is measured next.
     drop(producer);
-    report.push(Row(
-        "kafka: produce (broker ingest, linger 100 ms)",
-        format!(
-            "{:.0} events/s ({n} events in {produce_secs:.2}s){}",
-            n as f64 / produce_secs,
-            produce_cpu
-        ),
-    ));
+    let rate = n as f64 / produce_secs;
+    report.push(
+        Row::new(
+            "kafka: produce (broker ingest, linger 100 ms)",
+            format!(
+                "{rate:.0} events/s ({n} events generated, encoded and sent in {produce_secs:.2}s){produce_cpu}"
+            ),
+        )
+        .value(rate, "events/s"),
+    );
 
     // 2. Bare consume: the broker's ceiling.
     let topic_for_consume = topic.clone();
@@ -165,14 +195,14 @@ pub async fn run(
     })
     .await??;
     let consume_cpu = broker_cpu_since(cpu_before);
-    report.push(Row(
-        "kafka: bare consume (no decode, no index)",
-        format!(
-            "{:.0} events/s ({consumed} events in {consume_secs:.2}s){}",
-            consumed as f64 / consume_secs,
-            consume_cpu
-        ),
-    ));
+    let rate = consumed as f64 / consume_secs;
+    report.push(
+        Row::new(
+            "kafka: bare consume (no decode, no index)",
+            format!("{rate:.0} events/s ({consumed} events in {consume_secs:.2}s){consume_cpu}"),
+        )
+        .value(rate, "events/s"),
+    );
 
     // 3. Index from Kafka with serve's wiring.
     let sources: toml::Value = toml::from_str(&format!(
@@ -231,23 +261,24 @@ pub async fn run(
     let indexed_events = n - first_events.min(n);
     let own_cpu = crate::bench::process_cpu_seconds()
         .zip(own_cpu_before)
-        .map(|(after, before)| {
-            format!(
-                ", CPU {:.2}s = {:.1} µs/event",
-                after - before,
-                (after - before) * 1e6 / indexed_events.max(1) as f64
-            )
-        })
+        .map(|(after, before)| after - before);
+    let micros = own_cpu.map_or(f64::NAN, |cpu| cpu * 1e6 / indexed_events.max(1) as f64);
+    let own_cpu = own_cpu
+        .map(|cpu| format!(", CPU {cpu:.2}s = {micros:.1} µs/event"))
         .unwrap_or_default();
     let commits = crate::bench::commit_summary(&runtime_table.stats);
-    report.push(Row(
-        "kafka → index throughput (decode, store, tantivy)",
-        format!(
-            "{:.0} events/s ({indexed_events} events in {index_secs:.2}s{own_cpu}{commits}){}",
-            indexed_events as f64 / index_secs,
-            index_cpu
-        ),
-    ));
+    let rate = indexed_events as f64 / index_secs;
+    report.push(
+        Row::new(
+            "kafka → index throughput (decode, store, tantivy)",
+            format!(
+                "{rate:.0} events/s ({indexed_events} events in {index_secs:.2}s{own_cpu}{commits}){index_cpu}"
+            ),
+        )
+        .value(rate, "events/s")
+        .also("CPU", micros, "µs/event"),
+    );
+    report.push(rss.phase("kafka → index"));
 
     // 4. Produce → searchable, one write at a time through the write-through publisher.
     let publisher = runtime_table
@@ -275,15 +306,18 @@ pub async fn run(
         latencies.push(started.elapsed().as_secs_f64() * 1e3);
     }
     latencies.sort_by(f64::total_cmp);
-    report.push(Row(
-        "kafka produce → searchable latency",
-        format!(
-            "p50 {:.1} ms, p99 {:.1} ms ({} sequential writes, broker ack included)",
-            percentile(&latencies, 50.0),
-            percentile(&latencies, 99.0),
-            latencies.len()
-        ),
-    ));
+    let (p50, p99) = (percentile(&latencies, 50.0), percentile(&latencies, 99.0));
+    report.push(
+        Row::new(
+            "kafka produce → searchable latency",
+            format!(
+                "p50 {p50:.1} ms, p99 {p99:.1} ms ({} sequential writes, broker ack included)",
+                latencies.len()
+            ),
+        )
+        .also("p50", p50, "ms")
+        .also("p99", p99, "ms"),
+    );
     runtime.shutdown_indexers().await?;
     Ok(())
 }

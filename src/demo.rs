@@ -73,6 +73,32 @@ impl PersonColumns {
             ],
         })
     }
+
+    /// An update of the person `uid`: a new phone and name, the other columns untouched. The
+    /// rowkey must be a function of the uid, so that it is the same row.
+    pub fn update(
+        &self,
+        table: &TableConfig,
+        uid: &str,
+        phone: &str,
+        name: &str,
+        ts: i64,
+    ) -> Result<Mutation> {
+        let rowkey = table
+            .rowkey
+            .encode(uid)
+            .with_context(|| format!("encoding the rowkey of {uid} (updates need the same row)"))?;
+        let put = |column: &str, value: &str| CellOp::Put {
+            column: column.to_string(),
+            ts,
+            value: value.as_bytes().to_vec(),
+        };
+        Ok(Mutation {
+            table: table.name.clone(),
+            rowkey,
+            ops: vec![put(&self.phone, phone), put(&self.name, name)],
+        })
+    }
 }
 
 pub fn now_ms() -> i64 {

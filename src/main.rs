@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_kafka;
+mod bench_report;
 mod demo;
 mod http;
 mod keys;

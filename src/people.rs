@@ -48,6 +48,8 @@ pub struct PeopleGen {
 /// uids are 8 digits wide, so the stream stops after this many people. It also bounds the phone
 /// permutation domain (10^8 suffixes per prefix).
 const MAX_PEOPLE: u64 = 99_999_999;
+/// The phone suffixes' domain: 8 digits.
+const PHONE_SUFFIXES: u64 = 100_000_000;
 
 /// Per 100,000: share of people with a Latin name, and share reusing a popular pooled name.
 const LATIN_PER_100K: u32 = 3_000;
@@ -79,7 +81,7 @@ impl PeopleGen {
             push(s, per + extra);
         }
 
-        let phone_perm = Perm::new(100_000_000, &mut rng);
+        let phone_perm = Perm::new(PHONE_SUFFIXES, &mut rng);
         let idcard_perm = Perm::new(idcard_space(), &mut rng);
 
         let mut g = PeopleGen {
@@ -145,6 +147,24 @@ impl PeopleGen {
         }
     }
 
+    /// Person `i`'s phone: a random prefix and the unique 8-digit suffix perm(i).
+    fn phone_of(&mut self, i: u64) -> String {
+        let prefix = PHONE_PREFIXES[self.rng.random_range(0..PHONE_PREFIXES.len())];
+        let mut phone = String::with_capacity(11);
+        phone.push_str(prefix);
+        push_digits(&mut phone, self.phone_perm.apply(i), 8);
+        phone
+    }
+
+    /// New contact details for an existing person, as an update gives them: `(phone, name)`,
+    /// the phone that person `fresh` of this seed's stream would get (so none of the first
+    /// `fresh` people has it; `fresh` wraps at 10^8) and a name drawn afresh.
+    pub fn new_contact(&mut self, fresh: u64) -> (String, String) {
+        let phone = self.phone_of(fresh % PHONE_SUFFIXES);
+        let male = self.rng.random_bool(0.5);
+        (phone, self.make_name(male))
+    }
+
     fn make_name(&mut self, male: bool) -> String {
         if male && self.forced_given < 2 {
             self.forced_given += 1;
@@ -193,9 +213,7 @@ impl Iterator for PeopleGen {
         let i = self.next;
         self.next += 1;
 
-        let mut uid = String::with_capacity(9);
-        uid.push('u');
-        push_digits(&mut uid, i + 1, 8);
+        let uid = uid_of(i);
 
         // idcard: perm(i) decodes to (region, birth day, sequence), hence unique.
         let x = self.idcard_perm.apply(i);
@@ -214,11 +232,7 @@ impl Iterator for PeopleGen {
         body[17] = idcard_check_char(&body[..17]);
         let idcard = String::from_utf8(body.to_vec()).expect("idcard is ASCII");
 
-        // phone: random prefix, unique 8-digit suffix perm(i).
-        let prefix = PHONE_PREFIXES[self.rng.random_range(0..PHONE_PREFIXES.len())];
-        let mut phone = String::with_capacity(11);
-        phone.push_str(prefix);
-        push_digits(&mut phone, self.phone_perm.apply(i), 8);
+        let phone = self.phone_of(i);
 
         let name = self.make_name(male);
 
@@ -237,7 +251,16 @@ impl Iterator for PeopleGen {
     }
 }
 
+/// The uid of person `i` (0-based) of any stream: `u` + the 8-digit `i + 1`.
+pub fn uid_of(i: u64) -> String {
+    let mut uid = String::with_capacity(9);
+    uid.push('u');
+    push_digits(&mut uid, i + 1, 8);
+    uid
+}
+
 /// The first `n` people for `seed`.
+#[cfg(test)]
 pub fn generate(n: usize, seed: u64) -> Vec<Person> {
     let mut out = Vec::with_capacity(n);
     out.extend(PeopleGen::new(seed).take(n));
@@ -561,6 +584,24 @@ mod tests {
         // The iterator and generate agree, and generate(n) is a prefix of generate(m > n).
         let it: Vec<Person> = PeopleGen::new(7).take(500).collect();
         assert_eq!(&a[..500], &it[..]);
+    }
+
+    #[test]
+    fn new_contacts_take_phones_nobody_loaded_has() {
+        let loaded = generate(2_000, 7);
+        let phones: HashSet<&str> = loaded.iter().map(|p| p.phone.as_str()).collect();
+        let mut fresh = PeopleGen::new(7);
+        let mut new_phones = HashSet::new();
+        for j in 0..500 {
+            let (phone, name) = fresh.new_contact(2_000 + j);
+            assert_eq!(phone.len(), 11);
+            assert!(!phones.contains(phone.as_str()), "{j}");
+            assert!(!name.is_empty());
+            new_phones.insert(phone);
+        }
+        assert_eq!(new_phones.len(), 500);
+        assert_eq!(uid_of(0), loaded[0].uid);
+        assert_eq!(uid_of(1_999), loaded[1_999].uid);
     }
 
     #[test]
