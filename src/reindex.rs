@@ -308,6 +308,11 @@ async fn run_store(
                 writer.apply_repair(&row_as_puts(&name, row))?;
                 scanned += 1;
             }
+            // The writer keeps every uncommitted row's state in memory: without commits along
+            // the way a scan of N rows would hold all N (gigabytes at 10M rows).
+            if writer.uncommitted_ops() >= REBUILD_COMMIT_ROWS {
+                writer.commit()?;
+            }
             jobs_state.jobs.update(job, |j| {
                 j.done = scanned;
                 j.total = j.total.max(scanned);

@@ -15,7 +15,7 @@
 //! milliseconds can show as drift; rerun to confirm. The report's example rowkeys go to the
 //! caller (an admin), never to the log.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use axum::Json;
@@ -168,6 +168,9 @@ pub async fn run(
     job: u64,
 ) -> Result<DriftReport, ApiError> {
     let runtime = state.table(table)?;
+    if request.sample.is_none() {
+        return run_full(state, runtime, table, request.repair, job).await;
+    }
     let columns = kept_columns(&runtime.config);
     let mut report = DriftReport {
         mode: if request.sample.is_some() {
@@ -279,6 +282,160 @@ pub async fn run(
     }
 
     if request.repair && !repairs.is_empty() {
+        state.jobs.update(job, |j| j.phase = "repairing".into());
+        report.repaired = apply_repairs(runtime, repairs).await?;
+    }
+    Ok(report)
+}
+
+/// A full verification: the index's live rows and a scan of the store, both in rowkey order,
+/// walked side by side a batch at a time (a merge join), so memory stays at a few batches
+/// whatever the table's size. A rowkey on both sides is compared; one only in the index is a
+/// ghost; one only in the store is checked against the index's committed state, which also
+/// knows rows whose document only remembers tombstones.
+async fn run_full(
+    state: &SharedState,
+    runtime: &TableRuntime,
+    table: &str,
+    repair: bool,
+    job: u64,
+) -> Result<DriftReport, ApiError> {
+    let columns = kept_columns(&runtime.config);
+    let config = runtime.config.clone();
+    let mut report = DriftReport {
+        mode: "full",
+        ..DriftReport::default()
+    };
+    let mut repairs = Vec::new();
+    let mut record = |report: &mut DriftReport, drift: Option<Drift>| {
+        if let Some(drift) = drift {
+            report.record(&drift);
+            repairs.push(drift);
+        }
+    };
+    let rows = runtime
+        .stats
+        .rows
+        .load(std::sync::atomic::Ordering::Relaxed);
+    state.jobs.update(job, |j| {
+        j.phase = "index and store".into();
+        j.total = rows;
+    });
+
+    let mut index: VecDeque<(Vec<u8>, RowState)> = VecDeque::new();
+    let mut index_cursor: Option<Vec<u8>> = None;
+    let mut index_done = false;
+    let mut store: VecDeque<hbidx_store::Row> = VecDeque::new();
+    let mut store_start: Vec<u8> = Vec::new();
+    let mut store_done = false;
+    // Store rows the index has no live values for, probed a batch at a time.
+    let mut store_only: Vec<hbidx_store::Row> = Vec::new();
+    loop {
+        if index.is_empty() && !index_done {
+            let searcher = runtime.searcher.clone();
+            let after = index_cursor.take();
+            let (rows, cursor) =
+                tokio::task::spawn_blocking(move || searcher.rows_after(after.as_deref(), BATCH))
+                    .await
+                    .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
+            index.extend(rows);
+            index_done = cursor.is_none();
+            index_cursor = cursor;
+            // A batch of tombstone-only documents comes back empty with a cursor: read on.
+            if index.is_empty() && !index_done {
+                continue;
+            }
+        }
+        if store.is_empty() && !store_done {
+            let batch = state
+                .store
+                .scan(
+                    table,
+                    &ScanRequest {
+                        start: store_start.clone(),
+                        columns: Some(columns.clone()),
+                        batch: BATCH,
+                        ..ScanRequest::default()
+                    },
+                )
+                .await?;
+            report.store_rows_checked += batch.rows.len() as u64;
+            store.extend(batch.rows);
+            match batch.next_start {
+                Some(next) => store_start = next,
+                None => store_done = true,
+            }
+        }
+        let order = match (index.front(), store.front()) {
+            (None, None) => break,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((key, _)), Some(row)) => key.cmp(&row.rowkey),
+        };
+        match order {
+            std::cmp::Ordering::Equal => {
+                if let (Some((rowkey, indexed)), Some(row)) = (index.pop_front(), store.pop_front())
+                {
+                    report.index_rows_checked += 1;
+                    record(
+                        &mut report,
+                        diff_row(&config, &rowkey, Some(&indexed), Some(&row)),
+                    );
+                }
+            }
+            std::cmp::Ordering::Less => {
+                if let Some((rowkey, indexed)) = index.pop_front() {
+                    report.index_rows_checked += 1;
+                    record(
+                        &mut report,
+                        diff_row(&config, &rowkey, Some(&indexed), None),
+                    );
+                }
+            }
+            std::cmp::Ordering::Greater => {
+                if let Some(row) = store.pop_front() {
+                    store_only.push(row);
+                }
+            }
+        }
+        let finished = index.is_empty() && index_done && store.is_empty() && store_done;
+        if store_only.len() >= BATCH || (finished && !store_only.is_empty()) {
+            let unchecked = std::mem::take(&mut store_only);
+            let searcher = runtime.searcher.clone();
+            let table_config = config.clone();
+            let drifts = tokio::task::spawn_blocking(move || {
+                let mut drifts = Vec::new();
+                for row in &unchecked {
+                    let indexed = searcher.committed_state(&row.rowkey)?;
+                    drifts.extend(diff_row(
+                        &table_config,
+                        &row.rowkey,
+                        indexed.as_ref(),
+                        Some(row),
+                    ));
+                }
+                Ok::<_, hbidx_indexer::IndexerError>(drifts)
+            })
+            .await
+            .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
+            for drift in drifts {
+                record(&mut report, Some(drift));
+            }
+        }
+        if report.index_rows_checked.is_multiple_of(BATCH as u64) {
+            let done = report.index_rows_checked;
+            state.jobs.update(job, |j| {
+                j.done = done;
+                j.total = j.total.max(done);
+            });
+        }
+    }
+    let done = report.index_rows_checked;
+    state.jobs.update(job, |j| {
+        j.done = done;
+        j.total = done;
+    });
+    if repair && !repairs.is_empty() {
         state.jobs.update(job, |j| j.phase = "repairing".into());
         report.repaired = apply_repairs(runtime, repairs).await?;
     }
