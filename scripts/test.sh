@@ -44,8 +44,9 @@ if ! python3 -c 'import happybase, sys; sys.exit(happybase.__version__ != "1.2.0
   pip_install happybase==1.2.0
   python3 -c 'import happybase' || { echo "happybase does not import after installing" >&2; exit 1; }
 fi
-if ! python3 -m pip show schemathesis 2>/dev/null | grep -qx 'Version: 4.32.5' \
-  || ! python3 -m pip show openapi-spec-validator 2>/dev/null | grep -qx 'Version: 0.9.0'; then
+# `pip show | grep -q` would fail under pipefail when grep stops reading early.
+pip_version() { python3 -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'; }
+if [ "$(pip_version schemathesis)" != 4.32.5 ] || [ "$(pip_version openapi-spec-validator)" != 0.9.0 ]; then
   pip_install schemathesis==4.32.5 openapi-spec-validator==0.9.0
 fi
 python3 -c 'import schemathesis.cli, openapi_spec_validator' \
