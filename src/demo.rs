@@ -26,6 +26,15 @@ pub struct PersonColumns {
     city: String,
 }
 
+/// A put of `value` into `column` at `ts`.
+fn put(column: &str, value: &str, ts: i64) -> CellOp {
+    CellOp::Put {
+        column: column.to_string(),
+        ts,
+        value: value.as_bytes().to_vec(),
+    }
+}
+
 impl PersonColumns {
     pub fn for_table(table: &TableConfig) -> Result<Self> {
         let column_of = |kind: FieldKind| {
@@ -57,11 +66,7 @@ impl PersonColumns {
             .rowkey
             .encode_random(&person.uid, &mut rand::rng())
             .with_context(|| format!("encoding the rowkey of {}", person.uid))?;
-        let put = |column: &str, value: &str| CellOp::Put {
-            column: column.to_string(),
-            ts,
-            value: value.as_bytes().to_vec(),
-        };
+        let put = |column: &str, value: &str| put(column, value, ts);
         Ok(Mutation {
             table: table.name.clone(),
             rowkey,
@@ -88,15 +93,10 @@ impl PersonColumns {
             .rowkey
             .encode(uid)
             .with_context(|| format!("encoding the rowkey of {uid} (updates need the same row)"))?;
-        let put = |column: &str, value: &str| CellOp::Put {
-            column: column.to_string(),
-            ts,
-            value: value.as_bytes().to_vec(),
-        };
         Ok(Mutation {
             table: table.name.clone(),
             rowkey,
-            ops: vec![put(&self.phone, phone), put(&self.name, name)],
+            ops: vec![put(&self.phone, phone, ts), put(&self.name, name, ts)],
         })
     }
 }

@@ -353,10 +353,7 @@ fn bound_prefetch(memory: &MemoryBudget, sources: &mut [KafkaSourceConfig]) {
     // librdkafka's bounds for the setting, in KiB.
     let kbytes = (memory.bytes(MemoryPart::SourceBuffers) / count / 1024).clamp(1024, 2_097_151);
     for source in sources {
-        source
-            .properties
-            .entry("queued.max.messages.kbytes".to_string())
-            .or_insert_with(|| kbytes.to_string());
+        source.prefetch_kbytes = Some(kbytes);
     }
 }
 

@@ -108,6 +108,7 @@ pub fn kafka_sources(config: &Config) -> Result<Vec<KafkaSourceConfig>> {
             group_id: source.group_id,
             start,
             properties: source.properties,
+            prefetch_kbytes: None,
         });
     }
     Ok(out)

@@ -1369,6 +1369,30 @@ mod tests {
         assert_ne!(shown, rowkey_ref(b"00083100832"));
     }
 
+    /// Writer options with one indexing thread: each commit writes exactly one segment.
+    fn one_thread() -> WriterOptions {
+        WriterOptions {
+            threads: 1,
+            ..WriterOptions::default()
+        }
+    }
+
+    /// The example config's `user` table and an empty index of it in a fresh directory.
+    fn user_index() -> (
+        tempfile::TempDir,
+        Arc<TableConfig>,
+        TableIndexWriter,
+        TableSearcher,
+    ) {
+        let config =
+            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
+        let table = Arc::new(config.table("user").unwrap().clone());
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, searcher) =
+            open_table_index(dir.path(), table.clone(), &one_thread()).unwrap();
+        (dir, table, writer, searcher)
+    }
+
     fn mutation(table: &TableConfig, key: &str, ts: i64, op: Option<&str>) -> Mutation {
         let ops = match op {
             Some(name) => vec![CellOp::Put {
@@ -1389,15 +1413,7 @@ mod tests {
     /// once, in rowkey order, and skips deleted rows and tombstone-only documents.
     #[test]
     fn rows_after_pages_through_live_rows_in_rowkey_order() {
-        let config =
-            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
-        let table = Arc::new(config.table("user").unwrap().clone());
-        let dir = tempfile::tempdir().unwrap();
-        let options = WriterOptions {
-            threads: 1,
-            ..WriterOptions::default()
-        };
-        let (mut writer, searcher) = open_table_index(dir.path(), table.clone(), &options).unwrap();
+        let (_dir, table, mut writer, searcher) = user_index();
         let mut offset = 0;
         let mut expected = std::collections::BTreeSet::new();
         for segment in 0..3 {
@@ -1437,17 +1453,8 @@ mod tests {
     /// answered from the filters alone.
     #[test]
     fn rowkey_filters_find_every_row_and_skip_segments_without_it() {
-        let config =
-            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
-        let table = Arc::new(config.table("user").unwrap().clone());
         for inline in [true, false] {
-            let dir = tempfile::tempdir().unwrap();
-            let options = WriterOptions {
-                threads: 1,
-                ..WriterOptions::default()
-            };
-            let (mut writer, searcher) =
-                open_table_index(dir.path(), table.clone(), &options).unwrap();
+            let (_dir, table, mut writer, searcher) = user_index();
             if !inline {
                 searcher.rowkey_filters.set_inline_max_docs(0);
             }
@@ -1521,16 +1528,8 @@ mod tests {
 
     #[test]
     fn the_writer_counts_live_rows_as_it_goes_and_measures_only_changed_segments() {
-        let config =
-            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx.toml")).unwrap();
-        let table = Arc::new(config.table("user").unwrap().clone());
-        let dir = tempfile::tempdir().unwrap();
-        // One indexing thread: each commit below writes exactly one segment.
-        let options = WriterOptions {
-            threads: 1,
-            ..WriterOptions::default()
-        };
-        let (mut writer, searcher) = open_table_index(dir.path(), table.clone(), &options).unwrap();
+        let (dir, table, mut writer, searcher) = user_index();
+        let options = one_thread();
         let mut offset = 0;
         let mut apply = |writer: &mut TableIndexWriter, key: &str, op: Option<&str>| {
             offset += 1;

@@ -56,6 +56,9 @@ pub struct KafkaSourceConfig {
     pub start: StartPolicy,
     /// Extra librdkafka properties (security settings and the like), passed through.
     pub properties: BTreeMap<String, String>,
+    /// The consumer's prefetch queue (librdkafka `queued.max.messages.kbytes`), the source's
+    /// share of `[memory] source_buffers_mb`; `properties` win. `None`: librdkafka's default.
+    pub prefetch_kbytes: Option<u64>,
 }
 
 impl KafkaSourceConfig {
@@ -75,6 +78,18 @@ impl KafkaSourceConfig {
         config.set("bootstrap.servers", &self.brokers);
         for (key, value) in &self.properties {
             config.set(key, value);
+        }
+        config
+    }
+
+    /// [`Self::client_config`] for a consumer: with the prefetch queue bounded. (A producer
+    /// warns about the consumer-only property, so it is not in the common part.)
+    pub(crate) fn consumer_config(&self) -> ClientConfig {
+        let mut config = self.client_config();
+        if let Some(kbytes) = self.prefetch_kbytes
+            && !self.properties.contains_key("queued.max.messages.kbytes")
+        {
+            config.set("queued.max.messages.kbytes", kbytes.to_string());
         }
         config
     }
@@ -301,7 +316,7 @@ impl KafkaSource {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let mut client = config.client_config();
+        let mut client = config.consumer_config();
         client
             .set(
                 "group.id",
@@ -363,7 +378,7 @@ impl KafkaSource {
             returned: Mutex::new(BTreeMap::new()),
             committed: Mutex::new(BTreeMap::new()),
         });
-        let mut client = config.client_config();
+        let mut client = config.consumer_config();
         client
             .set("group.id", group_id)
             // Static membership: a restarted instance (same data dir, same id) takes its
