@@ -594,12 +594,20 @@ impl EmbeddedStore {
     /// created, so this is what holds a data dir created with other limits, or a process with
     /// many tables, to the budget. Sealed memtables are flushed by fjall's background workers,
     /// and fjall slows writers down when flushes fall behind: over budget means slower writes.
+    ///
+    /// A keyspace that still has a sealed memtable waiting for its flush is left alone: what is
+    /// over the budget then is the flush backlog, and sealing the small active memtable again
+    /// at every write would only make tiny tables (and fjall stalls writers at four sealed
+    /// memtables).
     fn keep_memtables_in_budget(&self, tables: &[Arc<Table>]) {
         if self.db.write_buffer_size() <= self.memtable_bytes {
             return;
         }
         for table in tables {
             for keyspace in std::iter::once(&table.rows).chain(table.feed.as_ref()) {
+                if keyspace.sealed_memtable_count() > 0 {
+                    continue;
+                }
                 if let Err(err) = keyspace.rotate_memtable() {
                     tracing::warn!(table = %table.name, error = %err, "sealing a memtable failed");
                 }
