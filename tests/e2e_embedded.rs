@@ -255,6 +255,16 @@ fn bad_inputs_get_400s_that_name_the_problem() {
         (400, Some("cells.other:x")),
         "{body}"
     );
+    // A cell far in the future would outlive every delete without a timestamp.
+    let (status, body) = put(
+        &format!("{rows}/u1"),
+        &json!({"cells": {"info:name": "x"}, "ts": 32503680000000i64}),
+    );
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (400, Some("ts")),
+        "{body}"
+    );
     let (status, body) = put(&format!("{rows}/u1"), &json!({"cellz": {}}));
     assert_eq!(
         (status, body["error"]["field"].as_str()),

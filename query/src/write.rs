@@ -38,7 +38,8 @@ use crate::{ApiError, SharedState, TableRuntime};
 pub struct PutBody {
     #[schema(schema_with = cells_schema)]
     pub cells: BTreeMap<String, String>,
-    /// Cell timestamp in ms since the epoch; defaults to now.
+    /// Cell timestamp in ms since the epoch; defaults to now. At most a day ahead of the
+    /// server's clock.
     #[serde(default)]
     #[schema(minimum = 0)]
     pub ts: Option<i64>,
@@ -96,6 +97,12 @@ fn offset_of(receipt: &hbidx_store::WriteReceipt, table: &str) -> Option<i64> {
         .find(|(name, _)| name == table)
         .map(|(_, offset)| *offset)
 }
+
+/// How far ahead of the clock a write's `ts` may be: HBase's timestamp slop
+/// (`hbase.hregion.keyvalue.timestamp.slop.millisecs`), on by default here. A cell written in
+/// the future outlives every delete made before that time, which a row delete without a
+/// timestamp can't reach: the row seems undeletable.
+const MAX_FUTURE_TS_MS: i64 = 24 * 60 * 60 * 1000;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -331,9 +338,17 @@ pub async fn put_row(
     if body.cells.is_empty() {
         return Err(ApiError::bad_request("cells", "give at least one cell"));
     }
-    let ts = body.ts.unwrap_or_else(now_ms);
+    let now = now_ms();
+    let ts = body.ts.unwrap_or(now);
     if ts < 0 {
         return Err(ApiError::bad_request("ts", "must not be negative"));
+    }
+    if ts > now.saturating_add(MAX_FUTURE_TS_MS) {
+        return Err(ApiError::bad_request(
+            "ts",
+            "is more than a day ahead of this server's clock: a delete without a timestamp (which \
+             takes the current time) would not remove such cells, as in HBase",
+        ));
     }
     let mut ops = Vec::with_capacity(body.cells.len());
     for (column, value) in body.cells {
