@@ -24,7 +24,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::bench::{Row, percentile};
+use crate::bench::Row;
 use crate::bench_report::RssMonitor;
 use crate::demo::{PersonColumns, demo_table, now_ms};
 use crate::server;
@@ -305,19 +305,12 @@ pub async fn run(
         .context("a produced event did not become searchable")??;
         latencies.push(started.elapsed().as_secs_f64() * 1e3);
     }
-    latencies.sort_by(f64::total_cmp);
-    let (p50, p99) = (percentile(&latencies, 50.0), percentile(&latencies, 99.0));
-    report.push(
-        Row::new(
-            "kafka produce → searchable latency",
-            format!(
-                "p50 {p50:.1} ms, p99 {p99:.1} ms ({} sequential writes, broker ack included)",
-                latencies.len()
-            ),
-        )
-        .also("p50", p50, "ms")
-        .also("p99", p99, "ms"),
-    );
+    let detail = format!("{} sequential writes, broker ack included", latencies.len());
+    report.push(Row::latencies(
+        "kafka produce → searchable latency",
+        &mut latencies,
+        &detail,
+    ));
     runtime.shutdown_indexers().await?;
     Ok(())
 }

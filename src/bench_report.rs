@@ -52,6 +52,22 @@ impl Row {
         self.metric(measure, value, unit)
     }
 
+    /// A latency row: the p50 and p99 of `millis` (sorted here) in the text and as numbers,
+    /// with `detail` after them.
+    pub fn latencies(label: impl Into<String>, millis: &mut [f64], detail: &str) -> Self {
+        millis.sort_by(f64::total_cmp);
+        let (p50, p99) = (
+            crate::bench::percentile(millis, 50.0),
+            crate::bench::percentile(millis, 99.0),
+        );
+        Row::new(
+            label,
+            format!("p50 {p50:.1} ms, p99 {p99:.1} ms ({detail})"),
+        )
+        .also("p50", p50, "ms")
+        .also("p99", p99, "ms")
+    }
+
     /// Adds a number measured under the row's label with `what` appended (`label, what`).
     pub fn also(self, what: &str, value: f64, unit: &'static str) -> Self {
         let measure = format!("{}, {what}", self.label);
@@ -353,6 +369,19 @@ pub(crate) fn thread_cpu_seconds() -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_latency_row_carries_its_p50_and_p99() {
+        let mut millis = vec![5.0, 1.0, 3.0];
+        let row = Row::latencies("x", &mut millis, "3 writes");
+        assert_eq!(row.text, "p50 3.0 ms, p99 5.0 ms (3 writes)");
+        let numbers: Vec<(&str, f64)> = row
+            .metrics
+            .iter()
+            .map(|m| (m.measure.as_str(), m.value))
+            .collect();
+        assert_eq!(numbers, [("x, p50", 3.0), ("x, p99", 5.0)]);
+    }
 
     #[test]
     fn json_has_one_element_per_number_and_one_for_a_row_without() {
