@@ -63,11 +63,14 @@ pub struct FilterStats {
 }
 
 impl RowkeyFilters {
-    /// The filters of `segments`, in their order (`None`: probe that segment directly).
+    /// The filters of `segments`, in their order (`None`: probe that segment directly). With
+    /// `build_missing`, missing ones are built (inline or on their own thread); without it, as on the
+    /// lookup path, which runs on the async runtime, only those already built are used.
     pub(crate) fn for_segments(
         self: &Arc<Self>,
         segments: &[SegmentReader],
         field: Field,
+        build_missing: bool,
     ) -> Vec<Option<Arc<Filter>>> {
         let inline_max_docs = self.inline_max_docs.load(Ordering::Relaxed);
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
@@ -82,6 +85,7 @@ impl RowkeyFilters {
                 match slots.get(&id) {
                     Some(Slot::Ready(filter)) => Some(filter.clone()),
                     Some(Slot::Building) => None,
+                    None if !build_missing => None,
                     None if segment.max_doc() <= inline_max_docs => match build(segment, field) {
                         Some(filter) => {
                             let filter = Arc::new(filter);

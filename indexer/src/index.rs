@@ -755,15 +755,22 @@ impl TableSearcher {
     /// writer's overlay, so it avoids the query/collector/scorer machinery: for a row the index
     /// has never seen (the common case in a bulk load) it costs one FST probe per segment.
     pub fn committed_state(&self, rowkey: &[u8]) -> Result<Option<RowState>> {
-        self.state_in(&self.reader().searcher(), rowkey)
+        self.state_in(&self.reader().searcher(), rowkey, true)
     }
 
-    fn state_in(&self, searcher: &tantivy::Searcher, rowkey: &[u8]) -> Result<Option<RowState>> {
+    /// `build_filters`: build the rowkey filters of segments that have none yet (the indexer
+    /// and verify do; a lookup, on the async runtime, only uses those already built).
+    fn state_in(
+        &self,
+        searcher: &tantivy::Searcher,
+        rowkey: &[u8],
+        build_filters: bool,
+    ) -> Result<Option<RowState>> {
         let term = Term::from_field_bytes(self.fields.rowkey, rowkey);
         let segments = searcher.segment_readers();
         let filters = self
             .rowkey_filters
-            .for_segments(segments, self.fields.rowkey);
+            .for_segments(segments, self.fields.rowkey, build_filters);
         for (segment_ord, (segment, filter)) in segments.iter().zip(filters).enumerate() {
             if filter.is_some_and(|filter| !crate::filters::may_contain(&filter, rowkey)) {
                 continue;
@@ -813,7 +820,7 @@ impl TableSearcher {
         let searcher = self.reader().searcher();
         rowkeys
             .iter()
-            .map(|rowkey| self.state_in(&searcher, rowkey))
+            .map(|rowkey| self.state_in(&searcher, rowkey, false))
             .collect()
     }
 
@@ -1446,6 +1453,22 @@ mod tests {
         }
         let expected: Vec<Vec<u8>> = expected.into_iter().collect();
         assert_eq!(seen, expected);
+    }
+
+    /// A lookup's state reads (covered columns) use built filters but never build one: they run
+    /// on the async runtime. The indexer's probes build them.
+    #[test]
+    fn only_the_indexer_side_builds_rowkey_filters() {
+        let (_dir, table, mut writer, searcher) = user_index();
+        let event = mutation(&table, "u1", 1, Some("张三"));
+        writer.apply(&event, "t", 0, 1).unwrap();
+        writer.commit().unwrap();
+        let rowkey = table.rowkey.encode("u1").unwrap();
+        let found = searcher.kept_rows(std::slice::from_ref(&rowkey)).unwrap();
+        assert!(found[0].is_some());
+        assert_eq!(searcher.rowkey_filter_stats().filters, 0);
+        assert!(searcher.committed_state(&rowkey).unwrap().is_some());
+        assert_eq!(searcher.rowkey_filter_stats().filters, 1);
     }
 
     /// Rows spread over several segments are found through their segments' rowkey filters,
