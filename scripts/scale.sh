@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# hbidx on one node at two sizes: `hbidx bench` on a small and a large table in one run, printed
-# side by side with the ratio large ÷ small, to see what grows with the table and what doesn't.
+# hbidx on one node at three sizes: `hbidx bench` on a small, a middle and a large table in one
+# run, printed side by side with the ratio large ÷ small, to see what grows with the table and
+# what doesn't.
 #
-#   scripts/scale.sh                              # 100k and 10M rows, from the repo root
+#   scripts/scale.sh                              # 100k, 1M and 10M rows, from the repo root
 #   SCALE_ROWS=100000000 scripts/scale.sh         # 100M (about 1e8 people: the generator's
 #                                                 # uids stop at 99,999,999), where the disk allows
-#   SCALE_SMALL=20000 SCALE_ROWS=200000 scripts/scale.sh --lookup-seconds 5
+#   SCALE_SMALL=20000 SCALE_MID= SCALE_ROWS=200000 scripts/scale.sh --lookup-seconds 5
 #                                                 # extra args go to both `hbidx bench` runs
 #
 # Steps:
@@ -15,17 +16,18 @@
 #   2. cargo build --release;
 #   3. the broker (scripts/test.sh --setup: tansu on 127.0.0.1:9092) unless SCALE_KAFKA is empty;
 #      tansu keeps the topic in memory, so the large run also needs RAM for it;
-#   4. target/release/hbidx bench --rows N --kafka … --json …, small then large (each run's
+#   4. target/release/hbidx bench --rows N --kafka … --json …, small, middle, large (each run's
 #      table and JSON are kept in $SCALE_OUT);
-#   5. one markdown table: measure | small | large | ratio, with the machine and the command
-#      above it.
+#   5. one markdown table: measure | small | middle | large | ratio, with the machine and the
+#      command above it.
 #
-# Environment: SCALE_SMALL (100000), SCALE_ROWS (10000000), SCALE_KAFKA (127.0.0.1:9092; empty:
+# Environment: SCALE_SMALL (100000), SCALE_MID (1000000; empty: none), SCALE_ROWS (10000000), SCALE_KAFKA (127.0.0.1:9092; empty:
 # no Kafka rows), SCALE_DIR (where the bench's data dirs go: $TMPDIR or /tmp), SCALE_OUT
 # (target/scale), SCALE_BYTES_PER_ROW (the disk estimate's bytes per row, 1600).
 set -euo pipefail
 
 SMALL=${SCALE_SMALL:-100000}
+MID=${SCALE_MID-1000000}
 LARGE=${SCALE_ROWS:-10000000}
 KAFKA=${SCALE_KAFKA-127.0.0.1:9092}
 DIR=${SCALE_DIR:-${TMPDIR:-/tmp}}
@@ -38,6 +40,8 @@ die() { printf 'scale.sh: %s\n' "$*" >&2; exit 1; }
 [[ -f Cargo.toml && -f src/bench.rs ]] || die "run from the hbidx repository root"
 [[ $SMALL =~ ^[0-9]+$ && $LARGE =~ ^[0-9]+$ && $SMALL -gt 0 && $LARGE -gt 0 ]] \
     || die "SCALE_SMALL and SCALE_ROWS must be positive row counts"
+[[ -z $MID || ($MID =~ ^[0-9]+$ && $MID -gt $SMALL && $MID -lt $LARGE) ]] \
+    || die "SCALE_MID must be empty or a row count between SCALE_SMALL and SCALE_ROWS"
 mkdir -p "$DIR" "$OUT"
 
 # --- 1. disk -----------------------------------------------------------------------------------
@@ -73,12 +77,18 @@ run() { # ROWS -> $OUT/scale-ROWS.{md,json}
     TMPDIR=$DIR "$BIN" bench --rows "$1" "${kafka_args[@]}" --json "$OUT/scale-$1.json" \
         "${@:2}" | tee "$OUT/scale-$1.md"
 }
-run "$SMALL" "$@"
-run "$LARGE" "$@"
+sizes=("$SMALL" ${MID:+"$MID"} "$LARGE")
+for rows in "${sizes[@]}"; do
+    run "$rows" "$@"
+done
 
 # --- 5. the table ------------------------------------------------------------------------------
-printf '\n`SCALE_SMALL=%s SCALE_ROWS=%s scripts/scale.sh%s` (hbidx bench%s)\n\n' \
-    "$SMALL" "$LARGE" "${*:+ $*}" "${kafka_args[*]:+ ${kafka_args[*]}}"
+printf '\n`SCALE_SMALL=%s SCALE_MID=%s SCALE_ROWS=%s scripts/scale.sh%s` (hbidx bench%s)\n\n' \
+    "$SMALL" "$MID" "$LARGE" "${*:+ $*}" "${kafka_args[*]:+ ${kafka_args[*]}}"
 printf 'Machine: %s CPUs, %s memory, Linux %s\n\n' "$(nproc)" \
     "$(awk '/^MemTotal:/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)" "$(uname -r)"
-python3 scripts/scale_table.py "$SMALL" "$OUT/scale-$SMALL.json" "$LARGE" "$OUT/scale-$LARGE.json"
+table_args=()
+for rows in "${sizes[@]}"; do
+    table_args+=("$rows" "$OUT/scale-$rows.json")
+done
+python3 scripts/scale_table.py "${table_args[@]}"

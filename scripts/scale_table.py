@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Two `hbidx bench --json` files side by side: measure | small | large | ratio (large / small).
+"""`hbidx bench --json` files side by side: measure | one column per size | ratio (largest /
+smallest).
 
-    python3 scripts/scale_table.py SMALL_ROWS small.json LARGE_ROWS large.json
+    python3 scripts/scale_table.py ROWS run.json ROWS run.json [ROWS run.json ...]
 
-Rows are lined up by `measure`, in the small run's order (a measure only one run has comes after
-them with an empty cell), the RSS rows last; a row without a number shows its text. Run with --test for the self-test.
+Runs are given smallest first. Rows are lined up by `measure`, in the first run's order (a
+measure only later runs have comes after them, with empty cells), the RSS rows and then the
+memory budget rows last; a row without a number shows its text. Run with --test for the
+self-test.
 """
 
 import json
@@ -38,19 +41,24 @@ def ratio(small, large):
     return f"{b / a:.2f}×"
 
 
-def table(small_rows, small, large_rows, large):
-    by_measure = {row["measure"]: row for row in large}
-    measures = [row["measure"] for row in small]
-    measures += [m for m in by_measure if m not in set(measures)]
-    measures.sort(key=lambda m: m.startswith("RSS"))
-    small_by = {row["measure"]: row for row in small}
+def table(runs):
+    """runs: [(rows, json rows)], smallest first; the ratio is the last run over the first."""
+    by_run = [{row["measure"]: row for row in rows} for _, rows in runs]
+    measures = []
+    for _, rows in runs:
+        measures += [row["measure"] for row in rows if row["measure"] not in set(measures)]
+    # The memory rows last, RSS then the budget's parts, each in its run order.
+    measures.sort(key=lambda m: (m.startswith("RSS") or m.startswith("memory budget"),
+                                 m.startswith("memory budget")))
+    sizes = " | ".join(f"{rows:,} rows" for rows, _ in runs)
     lines = [
-        f"| measure | {small_rows:,} rows | {large_rows:,} rows | ratio (large ÷ small) |",
-        "|---|---|---|---|",
+        f"| measure | {sizes} | ratio ({runs[-1][0]:,} ÷ {runs[0][0]:,}) |",
+        "|---|" + "---|" * len(runs) + "---|",
     ]
     for measure in measures:
-        s, l = small_by.get(measure), by_measure.get(measure)
-        lines.append(f"| {measure} | {cell(s)} | {cell(l)} | {ratio(s, l)} |")
+        row = [by.get(measure) for by in by_run]
+        cells = " | ".join(cell(r) for r in row)
+        lines.append(f"| {measure} | {cells} | {ratio(row[0], row[-1])} |")
     return "\n".join(lines)
 
 
@@ -66,17 +74,24 @@ def self_test():
         {"measure": "a", "value": 50000.0, "unit": "events/s", "text": "x"},
         {"measure": "d", "value": 12.34, "unit": "s", "text": "z"},
     ]
-    got = table(100000, small, 10000000, large)
+    middle = [
+        {"measure": "memory budget in use, load", "value": 300.0, "unit": "MB", "text": "m"},
+        {"measure": "a", "value": 70000.0, "unit": "events/s", "text": "x"},
+    ]
+    got = table([(100000, small), (1000000, middle), (10000000, large)])
     want = "\n".join([
-        "| measure | 100,000 rows | 10,000,000 rows | ratio (large ÷ small) |",
-        "|---|---|---|---|",
-        "| a | 100,000 events/s | 50,000 events/s | 0.50× |",
-        "| b, p99 | 2.50 ms | 5.00 ms | 2.00× |",
-        "| c | wrk \\| failed |  |  |",
-        "| d |  | 12.3 s |  |",
-        "| RSS, load | 10.0 MB |  |  |",
+        "| measure | 100,000 rows | 1,000,000 rows | 10,000,000 rows | ratio (10,000,000 ÷ 100,000) |",
+        "|---|---|---|---|---|",
+        "| a | 100,000 events/s | 70,000 events/s | 50,000 events/s | 0.50× |",
+        "| b, p99 | 2.50 ms |  | 5.00 ms | 2.00× |",
+        "| c | wrk \\| failed |  |  |  |",
+        "| d |  |  | 12.3 s |  |",
+        "| RSS, load | 10.0 MB |  |  |  |",
+        "| memory budget in use, load |  | 300 MB |  |  |",
     ])
     assert got == want, got
+    two = table([(100000, small), (10000000, large)]).splitlines()
+    assert two[0] == "| measure | 100,000 rows | 10,000,000 rows | ratio (10,000,000 ÷ 100,000) |", two[0]
     assert number(0.634) == "0.63" and number(88502.1) == "88,502" and number(-12.345) == "-12.3"
     print("ok")
 
@@ -85,14 +100,14 @@ def main(argv):
     if argv[1:] == ["--test"]:
         self_test()
         return
-    if len(argv) != 5:
+    args = argv[1:]
+    if len(args) < 4 or len(args) % 2:
         sys.exit(__doc__)
-    small_rows, small_path, large_rows, large_path = argv[1:]
-    with open(small_path, encoding="utf-8") as f:
-        small = json.load(f)
-    with open(large_path, encoding="utf-8") as f:
-        large = json.load(f)
-    print(table(int(small_rows), small, int(large_rows), large))
+    runs = []
+    for rows, path in zip(args[::2], args[1::2]):
+        with open(path, encoding="utf-8") as f:
+            runs.append((int(rows), json.load(f)))
+    print(table(runs))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ use hbidx_schema::config::Config;
 use serde_json::json;
 
 pub(crate) use crate::bench_report::Row;
-use crate::bench_report::{RssMonitor, UniformSample, WrkSummary};
+use crate::bench_report::{RssMonitor, UniformSample, WrkSummary, budget_row};
 use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
 use crate::people::{PeopleGen, Person};
 use crate::server;
@@ -303,6 +303,10 @@ pub async fn run(
         .also("CPU", micros, "µs/event"),
     );
     report.push(rss.phase("indexing (change feed)"));
+    report.extend(budget_row(
+        "indexing (change feed)",
+        runtime.state.memory.as_ref(),
+    ));
 
     if args.indexing_only {
         if let Some(indexed) = runtime.state.tables.get(&table.name) {
@@ -479,12 +483,22 @@ pub async fn run(
     )
     .await?;
     report.push(rss.phase("latency, compaction and lookups"));
+    report.extend(budget_row(
+        "latency, compaction and lookups",
+        runtime.state.memory.as_ref(),
+    ));
     scan_reindex(&client, &base, &table.name, &mut report).await?;
     report.push(rss.phase("reindex by table scan"));
+    report.extend(budget_row(
+        "reindex by table scan",
+        runtime.state.memory.as_ref(),
+    ));
     verify_full(&client, &base, &table.name, &mut report).await?;
     report.push(rss.phase("verify --full"));
+    report.extend(budget_row("verify --full", runtime.state.memory.as_ref()));
     report.push(updates(&runtime, &table, &mut sample, rows).await?);
     report.push(rss.phase("updates"));
+    report.extend(budget_row("updates", runtime.state.memory.as_ref()));
 
     // Phase 7: a restart. Everything is closed (the indexes committed, the store synced and
     // dropped), then timed from reopening the data dir to the first lookup answered over HTTP.
@@ -518,6 +532,7 @@ pub async fn run(
     .await?;
     report.push(restart_row);
     report.push(rss.phase("restart"));
+    report.extend(budget_row("restart", runtime.state.memory.as_ref()));
     let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
     let client = api_client(&api_key)?;
     server.stop().await?;
@@ -596,6 +611,7 @@ pub async fn run(
         }
         thrift_server.stop().await?;
         report.push(rss.phase("Thrift1 lookups"));
+        report.extend(budget_row("Thrift1 lookups", runtime.state.memory.as_ref()));
     }
     sampler.abort();
 

@@ -279,6 +279,10 @@ pub async fn run(
         .also("CPU", micros, "µs/event"),
     );
     report.push(rss.phase("kafka → index"));
+    report.extend(crate::bench_report::budget_row(
+        "kafka → index",
+        runtime.state.memory.as_ref(),
+    ));
 
     // 4. Produce → searchable, one write at a time through the write-through publisher.
     let publisher = runtime_table

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use hbidx_query::telemetry::MemoryProbe;
 use serde::Serialize;
 
 /// One row of the report: a label, the human cell, and the numbers in it.
@@ -366,6 +367,29 @@ pub(crate) fn thread_cpu_seconds() -> Option<f64> {
     stat_cpu_seconds("/proc/thread-self/stat")
 }
 
+/// The end of a phase as the `[memory]` budget sees it: what its parts hold now (the probe
+/// behind `/metrics`' `hbidx_memory_used_bytes`), beside the [`RssMonitor::phase`] row of the
+/// same phase, so that anonymous RSS splits into the budgeted parts and the rest. `None` when
+/// no probe is wired in.
+pub(crate) fn budget_row(phase: &str, probe: Option<&MemoryProbe>) -> Option<Row> {
+    let parts = probe?();
+    let mb = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let used: u64 = parts.iter().filter_map(|part| part.used_bytes).sum();
+    let budget: u64 = parts.iter().map(|part| part.budget_bytes).sum();
+    let each = parts
+        .iter()
+        .filter_map(|part| Some(format!("{} {:.0}", part.part, mb(part.used_bytes?))))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(
+        Row::new(
+            format!("memory budget in use, {phase}"),
+            format!("{:.0} MB of {:.0} MB ({each}; MB)", mb(used), mb(budget)),
+        )
+        .value(mb(used), "MB"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,5 +519,32 @@ mod tests {
         assert!(bytes >= 15_000, "{bytes}");
         assert_eq!(disk_bytes(&dir.path().join("missing")), 0);
         assert!(thread_cpu_seconds().is_some());
+    }
+
+    #[test]
+    fn budget_row_sums_the_counted_parts_against_the_whole_budget() {
+        use hbidx_query::telemetry::MemoryUse;
+        const MIB: u64 = 1024 * 1024;
+        let part = |name: &str, used: Option<u64>, budget: u64| MemoryUse {
+            part: name.to_string(),
+            used_bytes: used.map(|u| u * MIB),
+            budget_bytes: budget * MIB,
+        };
+        let probe: MemoryProbe = Arc::new(move || {
+            vec![
+                part("index_writers", Some(77), 154),
+                part("store_cache", Some(148), 148),
+                part("source_buffers", None, 210),
+            ]
+        });
+        let row = budget_row("updates", Some(&probe)).expect("a probe gives a row");
+        assert_eq!(row.label, "memory budget in use, updates");
+        assert_eq!(
+            row.text,
+            "225 MB of 512 MB (index_writers 77, store_cache 148; MB)"
+        );
+        assert_eq!(row.metrics.len(), 1);
+        assert_eq!(row.metrics[0].value, 225.0);
+        assert!(budget_row("updates", None).is_none());
     }
 }

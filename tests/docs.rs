@@ -252,3 +252,20 @@ fn the_link_parser_reads_what_the_docs_write() {
     assert!(anchors.contains("top-heading"), "{anchors:?}");
     assert!(anchors.contains("two-words-here"), "{anchors:?}");
 }
+
+/// The scale benchmark's table (docs/benchmarks.md#scale) comes from scripts/scale_table.py:
+/// its self-test lines runs of different sizes up by measure.
+#[test]
+fn the_scale_table_script_passes_its_self_test() {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("scripts/scale_table.py"))
+        .arg("--test")
+        .output()
+        .expect("running python3 scripts/scale_table.py --test");
+    assert!(
+        out.status.success() && out.stdout == b"ok\n",
+        "scale_table.py --test: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
