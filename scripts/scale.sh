@@ -7,7 +7,7 @@
 #   SCALE_ROWS=100000000 scripts/scale.sh         # 100M (about 1e8 people: the generator's
 #                                                 # uids stop at 99,999,999), where the disk allows
 #   SCALE_SMALL=20000 SCALE_MID= SCALE_ROWS=200000 scripts/scale.sh --lookup-seconds 5
-#                                                 # extra args go to both `hbidx bench` runs
+#                                                 # extra args go to every `hbidx bench` run
 #
 # Steps:
 #   1. the disk the large run needs (bytes/row × rows: store, index, the reindex's shadow index
@@ -21,8 +21,8 @@
 #   5. one markdown table: measure | small | middle | large | ratio, with the machine and the
 #      command above it.
 #
-# Environment: SCALE_SMALL (100000), SCALE_MID (1000000; empty: none), SCALE_ROWS (10000000), SCALE_KAFKA (127.0.0.1:9092; empty:
-# no Kafka rows), SCALE_DIR (where the bench's data dirs go: $TMPDIR or /tmp), SCALE_OUT
+# Environment: SCALE_SMALL (100000), SCALE_MID (1000000; empty: none), SCALE_ROWS (10000000),
+# SCALE_KAFKA (127.0.0.1:9092; empty: no Kafka rows), SCALE_DIR (where the bench's data dirs go: $TMPDIR or /tmp), SCALE_OUT
 # (target/scale), SCALE_BYTES_PER_ROW (the disk estimate's bytes per row, 1600).
 set -euo pipefail
 

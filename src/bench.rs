@@ -38,7 +38,7 @@ use hbidx_schema::config::Config;
 use serde_json::json;
 
 pub(crate) use crate::bench_report::Row;
-use crate::bench_report::{RssMonitor, UniformSample, WrkSummary, budget_row};
+use crate::bench_report::{RssMonitor, UniformSample, WrkSummary};
 use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
 use crate::people::{PeopleGen, Person};
 use crate::server;
@@ -302,11 +302,7 @@ pub async fn run(
         .value(rate, "events/s")
         .also("CPU", micros, "µs/event"),
     );
-    report.push(rss.phase("indexing (change feed)"));
-    report.extend(budget_row(
-        "indexing (change feed)",
-        runtime.state.memory.as_ref(),
-    ));
+    report.extend(rss.phase_with_budget("indexing (change feed)", runtime.state.memory.as_ref()));
 
     if args.indexing_only {
         if let Some(indexed) = runtime.state.tables.get(&table.name) {
@@ -482,23 +478,16 @@ pub async fn run(
         &mut report,
     )
     .await?;
-    report.push(rss.phase("latency, compaction and lookups"));
-    report.extend(budget_row(
+    report.extend(rss.phase_with_budget(
         "latency, compaction and lookups",
         runtime.state.memory.as_ref(),
     ));
     scan_reindex(&client, &base, &table.name, &mut report).await?;
-    report.push(rss.phase("reindex by table scan"));
-    report.extend(budget_row(
-        "reindex by table scan",
-        runtime.state.memory.as_ref(),
-    ));
+    report.extend(rss.phase_with_budget("reindex by table scan", runtime.state.memory.as_ref()));
     verify_full(&client, &base, &table.name, &mut report).await?;
-    report.push(rss.phase("verify --full"));
-    report.extend(budget_row("verify --full", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("verify --full", runtime.state.memory.as_ref()));
     report.push(updates(&runtime, &table, &mut sample, rows).await?);
-    report.push(rss.phase("updates"));
-    report.extend(budget_row("updates", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("updates", runtime.state.memory.as_ref()));
 
     // Phase 7: a restart. Everything is closed (the indexes committed, the store synced and
     // dropped), then timed from reopening the data dir to the first lookup answered over HTTP.
@@ -531,8 +520,7 @@ pub async fn run(
     )
     .await?;
     report.push(restart_row);
-    report.push(rss.phase("restart"));
-    report.extend(budget_row("restart", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("restart", runtime.state.memory.as_ref()));
     let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
     let client = api_client(&api_key)?;
     server.stop().await?;
@@ -610,8 +598,7 @@ pub async fn run(
             .await?;
         }
         thrift_server.stop().await?;
-        report.push(rss.phase("Thrift1 lookups"));
-        report.extend(budget_row("Thrift1 lookups", runtime.state.memory.as_ref()));
+        report.extend(rss.phase_with_budget("Thrift1 lookups", runtime.state.memory.as_ref()));
     }
     sampler.abort();
 

@@ -278,11 +278,7 @@ pub async fn run(
         .value(rate, "events/s")
         .also("CPU", micros, "µs/event"),
     );
-    report.push(rss.phase("kafka → index"));
-    report.extend(crate::bench_report::budget_row(
-        "kafka → index",
-        runtime.state.memory.as_ref(),
-    ));
+    report.extend(rss.phase_with_budget("kafka → index", runtime.state.memory.as_ref()));
 
     // 4. Produce → searchable, one write at a time through the write-through publisher.
     let publisher = runtime_table

@@ -265,6 +265,13 @@ impl RssMonitor {
         .also("file at the end", mb(now.file_kib), "MB")
         .also("file peak", mb(peak.file_kib), "MB")
     }
+
+    /// [`phase`](Self::phase) and, beside it, the [`budget_row`] of the same phase.
+    pub fn phase_with_budget(&self, phase: &str, probe: Option<&MemoryProbe>) -> Vec<Row> {
+        std::iter::once(self.phase(phase))
+            .chain(budget_row(phase, probe))
+            .collect()
+    }
 }
 
 impl Drop for RssMonitor {
