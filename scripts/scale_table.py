@@ -44,9 +44,7 @@ def ratio(small, large):
 def table(runs):
     """runs: [(rows, json rows)], smallest first; the ratio is the last run over the first."""
     by_run = [{row["measure"]: row for row in rows} for _, rows in runs]
-    measures = []
-    for _, rows in runs:
-        measures += [row["measure"] for row in rows if row["measure"] not in set(measures)]
+    measures = list(dict.fromkeys(row["measure"] for _, rows in runs for row in rows))
     # The memory rows last, RSS then the budget's parts, each in its run order.
     measures.sort(key=lambda m: (m.startswith("RSS") or m.startswith("memory budget"),
                                  m.startswith("memory budget")))
