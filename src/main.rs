@@ -4,17 +4,8 @@
 //! binary, the same as `deploy/config/hbidx.toml`). Errors print one line naming the problem and
 //! exit with code 2.
 
-mod bench;
-mod bench_kafka;
-mod bench_report;
-mod demo;
-mod http;
 mod keys;
 mod logging;
-mod people;
-mod reindex;
-mod server;
-mod server_config;
 mod tools;
 
 use std::net::SocketAddr;
@@ -28,9 +19,6 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The example config shipped in the repository, so that every command works out of the box.
-pub const EXAMPLE_CONFIG: &str = include_str!("../deploy/config/hbidx.toml");
 
 #[derive(Parser)]
 #[command(
@@ -173,7 +161,7 @@ enum Command {
         thrift_listen: Option<SocketAddr>,
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
-    Bench(bench::BenchArgs),
+    Bench(hbidx_bench::bench::BenchArgs),
     /// Rebuild a table's index and swap it in while lookups go on.
     ///
     /// --from-store scans the whole table (embedded or HBase); --from-kafka replays the table's
@@ -334,15 +322,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             thrift_listen,
         } => {
             let config = tools::parse(&config_text)?;
-            let auth = keys::serve_auth(&config, api_key.as_deref())?;
-            let settings = server_config::ServerConfig::from_config(&config)?;
+            let auth = hbidx_serve::serve_auth(&config, api_key.as_deref())?;
+            let settings = hbidx_serve::ServerConfig::from_config(&config)?;
             let http_threads = settings.http_threads();
             tokio_runtime()?.block_on(async move {
-                let runtime = server::open(&config, &data_dir, &Default::default(), auth)?;
+                let runtime = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
                 if let Some(gateway) = settings.gateway(thrift_listen) {
-                    server::start_gateway(&runtime, &config, gateway)?;
+                    hbidx_serve::start_gateway(&runtime, &config, gateway)?;
                 }
-                let listener = server::bind(settings.listen(listen)).await?;
+                let listener = hbidx_serve::bind(settings.listen(listen)).await?;
                 let bound = listener.local_addr()?;
                 let http = runtime.start_http(listener, &http_threads).await?;
                 tracing::info!(
@@ -366,24 +354,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             thrift_listen,
         } => {
             let config = tools::parse(&config_text)?;
-            let settings = server_config::ServerConfig::from_config(&config)?;
-            let serving = demo::Serving {
+            let settings = hbidx_serve::ServerConfig::from_config(&config)?;
+            let serving = hbidx_bench::demo::Serving {
                 listen: settings.listen(listen),
                 gateway: settings.gateway(thrift_listen),
                 http_threads: settings.http_threads(),
             };
-            tokio_runtime()?.block_on(demo::run(
+            tokio_runtime()?.block_on(hbidx_bench::demo::run(
                 config, serving, data_dir, rows, no_serve, api_key,
             ))
         }
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;
-            let settings = server_config::ServerConfig::from_config(&config)?;
+            let settings = hbidx_serve::ServerConfig::from_config(&config)?;
             let mut http_threads = settings.http_threads();
             if let Some(count) = args.server_workers {
                 http_threads.count = count;
             }
-            tokio_runtime()?.block_on(bench::run(config, args, http_threads))
+            tokio_runtime()?.block_on(hbidx_bench::bench::run(config, args, http_threads))
         }
         Command::Reindex {
             table,
@@ -454,14 +442,14 @@ fn with_server<T>(
     let auth = hbidx_query::auth::Auth::new(&security);
     let rt = tokio_runtime()?;
     let (runtime, url) = rt.block_on(async {
-        let runtime =
-            server::open(&config, data_dir, &Default::default(), auth).with_context(|| {
+        let runtime = hbidx_serve::open(&config, data_dir, &Default::default(), auth)
+            .with_context(|| {
                 format!(
                     "opening {} (is a server running on it? then use --server)",
                     data_dir.display()
                 )
             })?;
-        let listener = server::bind(([127, 0, 0, 1], 0).into()).await?;
+        let listener = hbidx_serve::bind(([127, 0, 0, 1], 0).into()).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let app = hbidx_query::app(runtime.state.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });

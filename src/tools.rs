@@ -32,7 +32,7 @@ pub enum Pattern {
 
 pub fn read_config_text(path: Option<&Path>) -> Result<String> {
     match path {
-        None => Ok(crate::EXAMPLE_CONFIG.to_string()),
+        None => Ok(hbidx_schema::EXAMPLE_CONFIG.to_string()),
         Some(path) => std::fs::read_to_string(path)
             .with_context(|| format!("cannot read config {}", path.display())),
     }

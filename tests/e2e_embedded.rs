@@ -5,16 +5,9 @@ mod util;
 
 use std::time::Duration;
 
+use hbidx_bench::people::idcard_born as idcard;
 use serde_json::{Value, json};
 use util::{Server, delete, eventually, get, keys, post, put};
-
-/// A valid 18-digit idcard for a birth date and sequence (check digit computed by the schema
-/// crate's own ISO 7064 implementation).
-fn idcard(birth: &str, seq: u32) -> String {
-    let first17 = format!("110101{birth}{seq:03}");
-    let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
-    format!("{first17}{check}")
-}
 
 fn person(name: &str, phone: &str, id: &str) -> Value {
     json!({"cells": {"info:name": name, "info:phone": phone, "info:idcard": id, "info:city": "北京"}})
@@ -413,7 +406,7 @@ fn demo_loads_serves_examples_and_reuses_its_data_dir() {
 #[test]
 fn server_workers_setting_sets_the_http_threads() {
     // The threads that answer HTTP, counted by name in /proc (each has a runtime of its own,
-    // src/http.rs), and the count the "serving" log line reports.
+    // serve/src/http.rs), and the count the "serving" log line reports.
     fn http_threads(server: &Server) -> usize {
         let tasks = format!("/proc/{}/task", server.child.id());
         let running = std::fs::read_dir(&tasks)

@@ -13,6 +13,7 @@ use hbase_thrift::hbase::{
     BatchMutation, ColumnDescriptor, HbaseSyncClient, IOError, IllegalArgument, Mutation,
     THbaseSyncClient, TRowResult, TScan,
 };
+use hbidx_bench::people::idcard_born as idcard;
 use serde_json::{Value, json};
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
 use thrift::transport::{
@@ -55,13 +56,6 @@ fn illegal_argument_message(error: thrift::Error) -> String {
         },
         _ => panic!("expected an IllegalArgument, got {error:?}"),
     }
-}
-
-/// A valid 18-digit idcard (check digit from the schema crate).
-fn idcard(birth: &str, seq: u32) -> String {
-    let first17 = format!("110101{birth}{seq:03}");
-    let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
-    format!("{first17}{check}")
 }
 
 /// The rowkey hbidx's codec computes for a natural key of the `user` table, in hex.

@@ -6,6 +6,7 @@ mod util;
 use std::process::Command;
 use std::time::Duration;
 
+use hbidx_bench::people::idcard_born as idcard;
 use serde_json::{Value, json};
 use util::{Server, TEST_API_KEY, client_with_key, eventually, send};
 
@@ -23,12 +24,6 @@ fn new_key(id: &str, scopes: &str) -> (String, String) {
     let key = lines.next().expect("a key line").to_string();
     let entry: Vec<&str> = lines.collect();
     (key, entry.join("\n") + "\n")
-}
-
-fn idcard(birth: &str, seq: u32) -> String {
-    let first17 = format!("110101{birth}{seq:03}");
-    let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
-    format!("{first17}{check}")
 }
 
 fn config_with(dir: &std::path::Path, security: &str) -> std::path::PathBuf {

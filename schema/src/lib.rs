@@ -29,6 +29,10 @@ pub use config::{
     SchemaError, SplitConfig, TableConfig, Ttl, parse_config,
 };
 pub use ddl::create_statement;
+
+/// The config hbidx runs with when given none (`deploy/config/hbidx.toml`): the demo's `user`
+/// table, also the example every doc starts from.
+pub const EXAMPLE_CONFIG: &str = include_str!("../../deploy/config/hbidx.toml");
 pub use memory::{MemoryBudget, MemoryPart};
 pub use normalize::{
     NormalizeError, idcard_check_digit, mask_idcard, mask_phone, normalize_idcard,

@@ -12,9 +12,6 @@
 //! - [`HbaseStore`]: the implementation over a real HBase cluster's Thrift1 server, with a
 //!   connection pool, deadlines, retries for transport errors and a circuit breaker.
 //! - [`StoreConfig`]: the `[store]` config section.
-//! - [`gateway`]: HBase's Thrift1 `Hbase` service over the embedded store, so HBase Thrift
-//!   clients (happybase, hbidx's own [`HbaseStore`]) work against it; writes go through the
-//!   change feed like any other.
 //!
 //! The mutation model itself ([`hbidx_schema::model`]) lives in the schema crate so that the
 //! indexer can consume it without depending on this crate's storage.
@@ -24,8 +21,6 @@ mod breaker;
 mod config;
 mod embedded;
 mod error;
-pub mod gateway;
-mod gateway_args;
 mod hbase;
 mod metered;
 mod row_cache;

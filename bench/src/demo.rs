@@ -10,7 +10,6 @@ use hbidx_schema::model::{CellOp, Mutation};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::people::{PeopleGen, Person};
-use crate::server;
 
 /// The demo data set is deterministic so the printed examples match what was loaded.
 pub const DEMO_SEED: u64 = 20_261_120;
@@ -118,8 +117,8 @@ pub fn demo_table(config: &Config) -> Result<&TableConfig> {
 /// Where and how the demo serves: `[server]` with the command line's overrides applied.
 pub struct Serving {
     pub listen: SocketAddr,
-    pub gateway: Option<hbidx_store::gateway::GatewayOptions>,
-    pub http_threads: crate::http::HttpThreads,
+    pub gateway: Option<hbidx_gateway::GatewayOptions>,
+    pub http_threads: hbidx_serve::HttpThreads,
 }
 
 pub async fn run(
@@ -141,10 +140,10 @@ pub async fn run(
         Some(key) => (key, false),
         None => (hbidx_query::auth::generate_key(), true),
     };
-    let security = crate::keys::security_config(&config, Some(&api_key))?;
+    let security = hbidx_serve::security_config(&config, Some(&api_key))?;
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-    let runtime = server::open(
+    let runtime = hbidx_serve::open(
         &config,
         &data_dir,
         &Default::default(),
@@ -195,10 +194,10 @@ pub async fn run(
         return Ok(());
     }
     let thrift = match gateway {
-        Some(options) => Some(server::start_gateway(&runtime, &config, options)?.local_addr()),
+        Some(options) => Some(hbidx_serve::start_gateway(&runtime, &config, options)?.local_addr()),
         None => None,
     };
-    let listener = server::bind(listen).await?;
+    let listener = hbidx_serve::bind(listen).await?;
     let bound = listener.local_addr()?;
     let http = runtime.start_http(listener, &http_threads).await?;
     print_examples(bound, &table, &example, shown_key);
@@ -210,7 +209,7 @@ pub async fn run(
 }
 
 fn load(
-    runtime: &server::Runtime,
+    runtime: &hbidx_serve::Runtime,
     table: &TableConfig,
     columns: &PersonColumns,
     rows: usize,

@@ -20,7 +20,7 @@
 //! - Everything else (`atomicIncrement`, `increment(Rows)`, `append`, `checkAndPut`,
 //!   `getRegionInfo`, `grant`, `revoke`) answers an `IOError` naming the method.
 //! - [`HbaseApi::V1`] answers like HBase 1.x's server instead: the methods HBase 2.0 added
-//!   ([`HBASE_2_ONLY`](crate::HBASE_2_ONLY)) are a `TApplicationException` "Invalid method
+//!   ([`HBASE_2_ONLY`](hbidx_store::HBASE_2_ONLY)) are a `TApplicationException` "Invalid method
 //!   name", so a client can be checked against a 1.x cluster without one.
 //!
 //! # HBase semantics kept, and where the store differs
@@ -79,11 +79,13 @@ use thrift::transport::{
     TFramedWriteTransportFactory, TReadTransportFactory, TWriteTransportFactory,
 };
 
-use crate::api::{Cell, Row, ScanRequest};
-pub use crate::config::{ThriftProtocol, ThriftTransport};
-use crate::embedded::{EmbeddedStore, TableInfo, TableOrigin};
-use crate::error::{Result, StoreError};
-use crate::gateway_args::NullableArgsFactory;
+use crate::args::NullableArgsFactory;
+use hbidx_store::{
+    Cell, EmbeddedStore, Result, Row, ScanRequest, StoreError, TableInfo, TableOrigin,
+};
+pub use hbidx_store::{ThriftProtocol, ThriftTransport};
+
+mod args;
 
 /// Worker threads by default: one per open connection (see the module docs).
 pub const DEFAULT_WORKERS: usize = 64;
@@ -1677,7 +1679,7 @@ keys = ["g", "p"]
         let dir = tempfile::tempdir().expect("tempdir");
         let config = parse_config(CONFIG).expect("config");
         let table = config.tables[0].clone();
-        let spec = crate::TableSpec {
+        let spec = hbidx_store::TableSpec {
             name: table.name.clone(),
             families: Some(vec!["info".to_owned()]),
         };

@@ -259,6 +259,14 @@ pub fn uid_of(i: u64) -> String {
     uid
 }
 
+/// A valid idcard of Dongcheng, Beijing (110101) for a `YYYYMMDD` birth date and a 3-digit
+/// sequence number, for tests that need a few known idcards rather than a stream of people.
+pub fn idcard_born(birth: &str, seq: u32) -> String {
+    let first17 = format!("110101{birth}{seq:03}");
+    let check = hbidx_schema::normalize::idcard_check_digit(&first17).expect("17 digits");
+    format!("{first17}{check}")
+}
+
 /// The first `n` people for `seed`.
 #[cfg(test)]
 pub fn generate(n: usize, seed: u64) -> Vec<Person> {

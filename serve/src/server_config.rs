@@ -17,10 +17,8 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result, bail};
+use hbidx_gateway::{DEFAULT_WORKERS, GatewayOptions, HbaseApi, ThriftProtocol, ThriftTransport};
 use hbidx_schema::config::Config;
-use hbidx_store::gateway::{
-    DEFAULT_WORKERS, GatewayOptions, HbaseApi, ThriftProtocol, ThriftTransport,
-};
 use serde::Deserialize;
 
 /// The REST API's address when neither `--listen` nor `[server] listen` says.
@@ -193,7 +191,7 @@ mod tests {
     use super::*;
 
     fn parse(server: &str) -> Result<ServerConfig> {
-        let text = format!("{}\n[server]\n{server}\n", crate::EXAMPLE_CONFIG);
+        let text = format!("{}\n[server]\n{server}\n", hbidx_schema::EXAMPLE_CONFIG);
         ServerConfig::from_config(&hbidx_schema::parse_config(&text)?)
     }
 
@@ -269,7 +267,10 @@ mod tests {
             let error = parse(bad).unwrap_err().to_string();
             assert!(error.contains("server.rowkey_cache_mb"), "{error}");
         }
-        let text = format!("{}\n[server]\nrowkey_cache_mb = 3\n", crate::EXAMPLE_CONFIG);
+        let text = format!(
+            "{}\n[server]\nrowkey_cache_mb = 3\n",
+            hbidx_schema::EXAMPLE_CONFIG
+        );
         let config = hbidx_schema::parse_config(&text).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let runtime = crate::server::open(

@@ -37,11 +37,10 @@ use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
 use hbidx_schema::config::Config;
 use serde_json::json;
 
-pub(crate) use crate::bench_report::Row;
-use crate::bench_report::{RssMonitor, UniformSample, WrkSummary};
 use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
 use crate::people::{PeopleGen, Person};
-use crate::server;
+pub(crate) use crate::report::Row;
+use crate::report::{RssMonitor, UniformSample, WrkSummary};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -106,7 +105,7 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// User + system CPU seconds of this process, all threads (Linux `/proc/self/stat`).
 pub(crate) fn process_cpu_seconds() -> Option<f64> {
-    crate::bench_report::stat_cpu_seconds("/proc/self/stat")
+    crate::report::stat_cpu_seconds("/proc/self/stat")
 }
 
 fn rss_kib(key: &str) -> u64 {
@@ -156,7 +155,7 @@ fn cpu_per_event(cpu: Option<f64>, events: u64) -> (String, f64) {
 pub async fn run(
     config: Config,
     args: BenchArgs,
-    http_threads: crate::http::HttpThreads,
+    http_threads: hbidx_serve::HttpThreads,
 ) -> Result<()> {
     let temp;
     let data_dir = match &args.data_dir {
@@ -248,7 +247,7 @@ pub async fn run(
     // whole feed (reading the feed, tantivy, commits, feed trims).
     let store_started = Instant::now();
     let store_cpu_before = process_cpu_seconds();
-    let opened = server::open_rows(&config, &data_dir)?;
+    let opened = hbidx_serve::open_rows(&config, &data_dir)?;
     let reopen_secs = store_started.elapsed().as_secs_f64();
     report.push(
         Row::new(
@@ -265,7 +264,7 @@ pub async fn run(
     );
     let started = Instant::now();
     let cpu_before = process_cpu_seconds();
-    let runtime = server::open_with_rows(
+    let runtime = hbidx_serve::open_with_rows(
         &config,
         &data_dir,
         &policy,
@@ -420,7 +419,7 @@ pub async fn run(
             // per core, wrk's threads and the server's share both cores and wrk's own
             // scheduling delays show up in its p99.
             let one =
-                BenchServer::start(runtime.state.clone(), crate::http::HttpThreads::unpinned(1))
+                BenchServer::start(runtime.state.clone(), hbidx_serve::HttpThreads::unpinned(1))
                     .await?;
             for class in [Scheduling::Normal, Scheduling::Batch] {
                 report.push(
@@ -443,7 +442,7 @@ pub async fn run(
         if let Some((server_cpu, client_cpus)) = split_cpus() {
             let pinned = BenchServer::start(
                 runtime.state.clone(),
-                crate::http::HttpThreads {
+                hbidx_serve::HttpThreads {
                     count: 1,
                     cpus: vec![server_cpu],
                 },
@@ -529,10 +528,10 @@ pub async fn run(
     // store, and a second service reads it through HbaseStore (index → rowkeys →
     // getRowsWithColumns), exactly as against an HBase Thrift server.
     if !args.no_thrift {
-        let gateway = server::start_gateway(
+        let gateway = hbidx_serve::start_gateway(
             &runtime,
             &config,
-            hbidx_store::gateway::GatewayOptions::new("127.0.0.1:0".parse()?),
+            hbidx_gateway::GatewayOptions::new("127.0.0.1:0".parse()?),
         )?;
         let mut thrift = hbidx_store::HbaseConfig::new(gateway.local_addr().to_string());
         thrift.pool_size = 32;
@@ -645,7 +644,7 @@ fn index_size_row(stats: &hbidx_indexer::IndexStats, note: String) -> Row {
 
 /// The store's size on disk (fjall's journals, tables and what is left of the change feed).
 fn store_size_row(data_dir: &std::path::Path, rows: u64) -> Row {
-    let bytes = crate::bench_report::disk_bytes(&data_dir.join("store"));
+    let bytes = crate::report::disk_bytes(&data_dir.join("store"));
     let per_row = bytes as f64 / rows.max(1) as f64;
     Row::new(
         "store size on disk",
@@ -659,7 +658,7 @@ fn store_size_row(data_dir: &std::path::Path, rows: u64) -> Row {
 /// index covers the last. The indexer reads each row's previous state to drop its old terms.
 /// The CPU per event leaves out the writing thread's own (generation and store writes).
 async fn updates(
-    runtime: &server::Runtime,
+    runtime: &hbidx_serve::Runtime,
     table: &hbidx_schema::config::TableConfig,
     sample: &mut UniformSample,
     rows: u64,
@@ -676,7 +675,7 @@ async fn updates(
     let started = Instant::now();
     let cpu_before = process_cpu_seconds();
     let writer = tokio::task::spawn_blocking(move || -> Result<_> {
-        let thread_cpu_before = crate::bench_report::thread_cpu_seconds();
+        let thread_cpu_before = crate::report::thread_cpu_seconds();
         let columns = PersonColumns::for_table(&writer_table)?;
         let mut fresh = PeopleGen::new(DEMO_SEED);
         let ts = now_ms();
@@ -703,7 +702,7 @@ async fn updates(
         if !batch.is_empty() {
             write(batch)?;
         }
-        let thread_cpu = crate::bench_report::thread_cpu_seconds()
+        let thread_cpu = crate::report::thread_cpu_seconds()
             .zip(thread_cpu_before)
             .map(|(after, before)| after - before);
         Ok((count, last, started.elapsed(), thread_cpu, writer_sample))
@@ -744,15 +743,15 @@ async fn restart(
     data_dir: &std::path::Path,
     policy: &CommitPolicy,
     security: &hbidx_query::auth::SecurityConfig,
-    http_threads: &crate::http::HttpThreads,
+    http_threads: &hbidx_serve::HttpThreads,
     table: &hbidx_schema::config::TableConfig,
     api_key: &str,
     sample: &UniformSample,
-) -> Result<(server::Runtime, BenchServer, Row)> {
+) -> Result<(hbidx_serve::Runtime, BenchServer, Row)> {
     let started = Instant::now();
-    let opened = server::open_rows(config, data_dir)?;
+    let opened = hbidx_serve::open_rows(config, data_dir)?;
     let store_secs = started.elapsed().as_secs_f64();
-    let runtime = server::open_with_rows(
+    let runtime = hbidx_serve::open_with_rows(
         config,
         data_dir,
         policy,
@@ -869,15 +868,15 @@ async fn finish(
     mut report: Vec<Row>,
 ) -> Result<()> {
     if let Some(brokers) = &args.kafka {
-        crate::bench_kafka::run(config, args.rows, brokers, data_dir, rss, &mut report).await?;
+        crate::kafka::run(config, args.rows, brokers, data_dir, rss, &mut report).await?;
     }
     if args.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(data_dir);
     }
 
-    println!("\n{}", crate::bench_report::markdown(&report));
+    println!("\n{}", crate::report::markdown(&report));
     if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&crate::bench_report::json_rows(&report))?;
+        let json = serde_json::to_string_pretty(&crate::report::json_rows(&report))?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
@@ -892,12 +891,12 @@ struct BenchServer {
 impl BenchServer {
     async fn start(
         state: hbidx_query::SharedState,
-        http_threads: crate::http::HttpThreads,
+        http_threads: hbidx_serve::HttpThreads,
     ) -> Result<Self> {
-        let listener = server::bind("127.0.0.1:0".parse()?).await?;
+        let listener = hbidx_serve::bind("127.0.0.1:0".parse()?).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(crate::http::serve(
+        let task = tokio::spawn(hbidx_serve::serve_http(
             listener,
             hbidx_query::app(state),
             http_threads,
@@ -934,7 +933,7 @@ enum Scheduling {
 /// The first CPU this process may use (for the server's pinned HTTP thread) and the rest as a
 /// `taskset -c` list (for wrk), when there are at least two.
 fn split_cpus() -> Option<(usize, String)> {
-    let cpus = crate::http::allowed_cpus();
+    let cpus = hbidx_serve::allowed_cpus();
     let (&server, rest) = cpus.split_first()?;
     let rest: Vec<String> = rest.iter().map(ToString::to_string).collect();
     (!rest.is_empty()).then(|| (server, rest.join(",")))
@@ -1048,7 +1047,7 @@ fn api_client(api_key: &str) -> Result<reqwest::Client> {
 async fn covered_lookups(
     args: &BenchArgs,
     table: &hbidx_schema::config::TableConfig,
-    runtime: &server::Runtime,
+    runtime: &hbidx_serve::Runtime,
     client: &reqwest::Client,
     api_key: &str,
     sample: &UniformSample,

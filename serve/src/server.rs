@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hbidx_gateway::{ConfiguredTable, GatewayOptions, GatewayServer};
 use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig};
 use hbidx_indexer::publisher::KafkaPublisher;
 use hbidx_indexer::{
@@ -18,7 +19,6 @@ use hbidx_indexer::{
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{Config, TableConfig};
 use hbidx_schema::{MemoryBudget, MemoryPart};
-use hbidx_store::gateway::{ConfiguredTable, GatewayOptions, GatewayServer};
 use hbidx_store::{EmbeddedStore, HbaseStore, MeteredStore, RowStore, StoreConfig, TableSpec};
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -526,7 +526,7 @@ pub fn start_gateway(
         .clone()
         .context("the HBase Thrift gateway serves the embedded store; with [store] kind = \"hbase\" the rows are in HBase, whose own Thrift server answers")?;
     let listen = options.listen;
-    let gateway = hbidx_store::gateway::serve(store, configured, options)
+    let gateway = hbidx_gateway::serve(store, configured, options)
         .with_context(|| format!("starting the HBase Thrift gateway on {listen}"))?;
     eprintln!("thrift gateway listening on {}", gateway.local_addr());
     Ok(gateway)
@@ -586,8 +586,8 @@ mod tests {
     /// another schema is refused with the command that rebuilds it, and is left as it was.
     #[test]
     fn an_outdated_index_over_hbase_is_refused_with_the_reindex_command() {
-        let config = hbidx_schema::parse_config(crate::EXAMPLE_CONFIG).unwrap();
-        let table = Arc::new(crate::demo::demo_table(&config).unwrap().clone());
+        let config = hbidx_schema::parse_config(hbidx_schema::EXAMPLE_CONFIG).unwrap();
+        let table = Arc::new(config.table("user").unwrap().clone());
         let dir = tempfile::tempdir().unwrap();
         let index_dir = dir.path().join(&table.name);
         // The same table with one indexed field fewer: an index of another schema.

@@ -25,9 +25,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::bench::Row;
-use crate::bench_report::RssMonitor;
 use crate::demo::{PersonColumns, demo_table, now_ms};
-use crate::server;
+use crate::report::RssMonitor;
 
 const PARTITIONS: i32 = 4;
 /// Produced events awaiting their broker ack, at most.
@@ -213,7 +212,7 @@ pub async fn run(
     kafka_config.raw_sources = sources.get("sources").cloned();
     let kafka_dir = data_dir.join("kafka");
     // Nothing is served over HTTP here, so no API keys.
-    let runtime = server::open(
+    let runtime = hbidx_serve::open(
         &kafka_config,
         &kafka_dir,
         &CommitPolicy::default(),

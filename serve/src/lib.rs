@@ -1,0 +1,25 @@
+//! `hbidx-serve`: what `hbidx serve` is, as a library the binary, the demo, the benchmark and
+//! the tests start in-process.
+//!
+//! - [`open`] / [`open_rows`] + [`open_with_rows`]: the store, one index and one indexer
+//!   thread per table, the query service's state, the reindexer; a [`Runtime`] holds them.
+//! - [`HttpServer`] / [`serve_http`]: the REST API on its own HTTP threads ([`HttpThreads`]:
+//!   one single-threaded runtime each, optionally pinned), never on the indexers' threads.
+//! - [`start_gateway`]: the HBase Thrift1 gateway over the embedded store.
+//! - Reindex jobs: a shadow index built beside the live one and swapped in, with crash
+//!   recovery of a half-done swap at open (private; reached through the jobs API).
+//! - [`serve_auth`]: the API keys a server starts with.
+
+mod http;
+mod keys;
+mod reindex;
+mod server;
+mod server_config;
+
+pub use http::{HttpServer, HttpThreads, allowed_cpus, default_threads, serve as serve_http};
+pub use keys::{CLI_KEY_ID, security_config, serve_auth};
+pub use server::{
+    Indexers, OpenedRows, Runtime, bind, open, open_rows, open_with_rows, start_gateway,
+    writer_options,
+};
+pub use server_config::{DEFAULT_LISTEN, ServerConfig};
