@@ -3,7 +3,7 @@
 use std::io::BufRead;
 
 use anyhow::{Context, Result, anyhow};
-use hbidx_query::auth::{self, Scope, SecurityConfig};
+use hbidx_query::auth::{self, Scope};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScopeArg {
@@ -37,8 +37,7 @@ pub fn new_key(id: &str, scopes: &[ScopeArg]) -> Result<()> {
             .join(", ")
     );
     // The entry is validated the way the server will read it, so a bad --id fails here.
-    let table: toml::Table = toml::from_str(&entry).context("building the config entry")?;
-    SecurityConfig::from_raw(table.get("security")).map_err(|err| anyhow!("{err}"))?;
+    hbidx_schema::parse_config(&entry).map_err(|err| anyhow!("{err}"))?;
     println!("# API key for the client (shown once; hbidx keeps only its hash):");
     println!("{key}");
     println!("\n# Config entry for the server:");

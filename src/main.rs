@@ -323,14 +323,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let config = tools::parse(&config_text)?;
             let auth = hbidx_serve::serve_auth(&config, api_key.as_deref())?;
-            let settings = hbidx_serve::ServerConfig::from_config(&config)?;
-            let http_threads = settings.http_threads();
+            let http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             tokio_runtime()?.block_on(async move {
                 let runtime = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
-                if let Some(gateway) = settings.gateway(thrift_listen) {
+                if let Some(gateway) = hbidx_serve::gateway_options(&config.server, thrift_listen) {
                     hbidx_serve::start_gateway(&runtime, &config, gateway)?;
                 }
-                let listener = hbidx_serve::bind(settings.listen(listen)).await?;
+                let listener = hbidx_serve::bind(config.server.listen(listen)).await?;
                 let bound = listener.local_addr()?;
                 let http = runtime.start_http(listener, &http_threads).await?;
                 tracing::info!(
@@ -354,11 +353,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             thrift_listen,
         } => {
             let config = tools::parse(&config_text)?;
-            let settings = hbidx_serve::ServerConfig::from_config(&config)?;
             let serving = hbidx_bench::demo::Serving {
-                listen: settings.listen(listen),
-                gateway: settings.gateway(thrift_listen),
-                http_threads: settings.http_threads(),
+                listen: config.server.listen(listen),
+                gateway: hbidx_serve::gateway_options(&config.server, thrift_listen),
+                http_threads: hbidx_serve::HttpThreads::from_config(&config.server),
             };
             tokio_runtime()?.block_on(hbidx_bench::demo::run(
                 config, serving, data_dir, rows, no_serve, api_key,
@@ -366,8 +364,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(args) => {
             let config = tools::parse(&config_text)?;
-            let settings = hbidx_serve::ServerConfig::from_config(&config)?;
-            let mut http_threads = settings.http_threads();
+            let mut http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             if let Some(count) = args.server_workers {
                 http_threads.count = count;
             }

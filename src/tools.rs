@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow, bail};
 use hbidx_schema::codec::printable;
-use hbidx_schema::config::{Config, TableConfig};
+use hbidx_schema::config::{HbidxConfig, StoreConfig, TableConfig};
 use hbidx_schema::split::{self, HotspotReport, RegionMap};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -38,11 +38,11 @@ pub fn read_config_text(path: Option<&Path>) -> Result<String> {
     }
 }
 
-pub fn parse(text: &str) -> Result<Config> {
+pub fn parse(text: &str) -> Result<HbidxConfig> {
     hbidx_schema::config::parse_config(text).map_err(|err| anyhow!("invalid config: {err}"))
 }
 
-fn table<'a>(config: &'a Config, name: &str) -> Result<&'a TableConfig> {
+fn table<'a>(config: &'a HbidxConfig, name: &str) -> Result<&'a TableConfig> {
     config.table(name).ok_or_else(|| {
         let known: Vec<_> = config.tables.iter().map(|t| t.name.as_str()).collect();
         anyhow!(
@@ -54,28 +54,23 @@ fn table<'a>(config: &'a Config, name: &str) -> Result<&'a TableConfig> {
 
 pub fn schema_check(file: &Path) -> Result<()> {
     let text = read_config_text(Some(file))?;
+    // The same builder `serve` runs: every section is checked, not only the tables.
     let config = hbidx_schema::config::parse_config(&text)
-        .map_err(|err| anyhow!("{}: {err}", file.display()))?;
-    let sources = hbidx_indexer::config::kafka_sources(&config)
-        .map_err(|err| anyhow!("{}: {err}", file.display()))?;
-    let store = hbidx_store::StoreConfig::from_raw(config.raw_store.as_ref())
-        .map_err(|err| anyhow!("{}: {err}", file.display()))?;
-    let security = hbidx_query::auth::SecurityConfig::from_raw(config.raw_security.as_ref())
         .map_err(|err| anyhow!("{}: {err}", file.display()))?;
     println!(
         "{}: ok, {} table(s), {} Kafka source(s), {} API key(s)",
         file.display(),
         config.tables.len(),
-        sources.len(),
-        security.keys.len()
+        config.sources.len(),
+        config.security.keys.len()
     );
-    match &store {
-        hbidx_store::StoreConfig::Embedded => println!("  store: embedded"),
-        hbidx_store::StoreConfig::Hbase(hbase) => {
+    match &config.store {
+        StoreConfig::Embedded => println!("  store: embedded"),
+        StoreConfig::Hbase(hbase) => {
             println!("  store: hbase (Thrift1 at {})", hbase.thrift)
         }
     }
-    for source in &sources {
+    for source in &config.sources {
         println!(
             "  source: {} ({}) from {} -> table {}",
             source.topic,

@@ -133,7 +133,18 @@ fn schema_check_validates_kafka_sources() {
     let output = hbidx(&["schema", "check", bad.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("sources[0]: format \"protobuf\""),
+        stderr(&output).contains("sources[0].format: \"protobuf\""),
+        "{}",
+        stderr(&output)
+    );
+    // Every section goes through the builder `serve` uses, `[server]` included.
+    let text = std::fs::read_to_string("deploy/config/hbidx-kafka.toml").unwrap()
+        + "\n[server]\nworkers = 0\n";
+    std::fs::write(&bad, text).unwrap();
+    let output = hbidx(&["schema", "check", bad.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("server.workers: 0 is not within 1..=1024"),
         "{}",
         stderr(&output)
     );

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
-use hbidx_schema::config::Config;
+use hbidx_schema::config::HbidxConfig;
 use serde_json::json;
 
 use crate::demo::{DEMO_SEED, PersonColumns, demo_table, now_ms};
@@ -153,7 +153,7 @@ fn cpu_per_event(cpu: Option<f64>, events: u64) -> (String, f64) {
 /// `http_threads`: the benchmarked server's HTTP threads (`--server-workers`, else
 /// `[server] workers`, else one per CPU).
 pub async fn run(
-    config: Config,
+    config: HbidxConfig,
     args: BenchArgs,
     http_threads: hbidx_serve::HttpThreads,
 ) -> Result<()> {
@@ -739,7 +739,7 @@ async fn updates(
 /// answered with its row over HTTP. Returns the runtime and its server, still running.
 #[allow(clippy::too_many_arguments)]
 async fn restart(
-    config: &Config,
+    config: &HbidxConfig,
     data_dir: &std::path::Path,
     policy: &CommitPolicy,
     security: &hbidx_query::auth::SecurityConfig,
@@ -861,7 +861,7 @@ async fn wait_job(
 /// The Kafka part (with --kafka), clean-up and the report: the table on stdout and, with
 /// `--json`, the file.
 async fn finish(
-    config: &Config,
+    config: &HbidxConfig,
     args: &BenchArgs,
     data_dir: &std::path::Path,
     rss: &RssMonitor,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use hbidx_schema::config::{Config, FieldKind, TableConfig};
+use hbidx_schema::config::{FieldKind, HbidxConfig, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -107,7 +107,7 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-pub fn demo_table(config: &Config) -> Result<&TableConfig> {
+pub fn demo_table(config: &HbidxConfig) -> Result<&TableConfig> {
     match config.table("user").or_else(|| config.tables.first()) {
         Some(table) => Ok(table),
         None => bail!("the config has no tables"),
@@ -122,7 +122,7 @@ pub struct Serving {
 }
 
 pub async fn run(
-    config: Config,
+    config: HbidxConfig,
     serving: Serving,
     data_dir: PathBuf,
     rows: usize,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use hbidx_indexer::CommitPolicy;
-use hbidx_schema::config::Config;
+use hbidx_schema::config::{EventFormat, HbidxConfig, KafkaSourceConfig, StartPolicy};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -72,7 +72,7 @@ fn broker_cpu_seconds() -> Option<f64> {
 
 /// `rows`: the bench's people (its seed's first `rows`), generated again here.
 pub async fn run(
-    config: &Config,
+    config: &HbidxConfig,
     rows: usize,
     brokers: &str,
     data_dir: &Path,
@@ -204,12 +204,17 @@ pub async fn run(
     );
 
     // 3. Index from Kafka with serve's wiring.
-    let sources: toml::Value = toml::from_str(&format!(
-        "[[sources]]\nkind = \"kafka\"\nbrokers = \"{brokers}\"\ntopic = \"{topic}\"\nformat = \"json\"\ntable = \"{}\"\n",
-        table.name
-    ))?;
     let mut kafka_config = config.clone();
-    kafka_config.raw_sources = sources.get("sources").cloned();
+    kafka_config.sources = vec![KafkaSourceConfig {
+        brokers: brokers.to_owned(),
+        topic: topic.clone(),
+        format: EventFormat::Json,
+        table: table.name.clone(),
+        group_id: None,
+        start: StartPolicy::Earliest,
+        properties: Default::default(),
+        prefetch_kbytes: None,
+    }];
     let kafka_dir = data_dir.join("kafka");
     // Nothing is served over HTTP here, so no API keys.
     let runtime = hbidx_serve::open(

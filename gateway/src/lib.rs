@@ -80,15 +80,15 @@ use thrift::transport::{
 };
 
 use crate::args::NullableArgsFactory;
+pub use hbidx_schema::config::{HbaseApi, ThriftProtocol, ThriftTransport};
 use hbidx_store::{
     Cell, EmbeddedStore, Result, Row, ScanRequest, StoreError, TableInfo, TableOrigin,
 };
-pub use hbidx_store::{ThriftProtocol, ThriftTransport};
 
 mod args;
 
 /// Worker threads by default: one per open connection (see the module docs).
-pub const DEFAULT_WORKERS: usize = 64;
+pub const DEFAULT_WORKERS: usize = hbidx_schema::config::DEFAULT_THRIFT_WORKERS;
 /// HBase's default scanner lease (`hbase.client.scanner.timeout.period`).
 pub const DEFAULT_SCANNER_LEASE: Duration = Duration::from_secs(60);
 /// Open scanners allowed at once by default.
@@ -100,17 +100,6 @@ const DEFAULT_CACHING: usize = 100;
 const MAX_ROWS_PER_CALL: usize = 10_000;
 /// How long `serve` waits for the server thread to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Which HBase release's Thrift1 server the gateway answers like.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum HbaseApi {
-    /// HBase 1.x: no `getThriftServerType`, `getClusterId`, `getTableNamesWithIsTableEnabled`,
-    /// `grant`, `revoke` ("Invalid method name", as its server answers).
-    V1,
-    /// HBase 2.x: the whole IDL hbase-thrift is generated from.
-    #[default]
-    V2,
-}
 
 /// How to run the gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]

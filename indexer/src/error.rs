@@ -25,9 +25,6 @@ pub enum IndexerError {
     /// The source (change feed, Kafka) failed.
     #[error("source {source_name}: {reason}")]
     Source { source_name: String, reason: String },
-    /// The `[[sources]]` (or another indexer-owned) config section is invalid.
-    #[error("config: {0}")]
-    Config(String),
     /// A lookup condition is not valid for the table's schema. `field` names the query
     /// parameter, so the HTTP layer can answer 400 with it.
     #[error("{field}: {reason}")]

@@ -1,7 +1,7 @@
 //! Event formats on Kafka topics, decoded into the one mutation model (`hbidx_schema::model`).
 //!
-//! - [`Format::Json`]: hbidx's own JSON mutation events (docs/guide/kafka.md, "Event formats").
-//! - [`Format::HbaseKafkaProxy`]: the Apache hbase-connectors Kafka Proxy's `HBaseKafkaEvent`,
+//! - [`EventFormat::Json`]: hbidx's own JSON mutation events (docs/guide/kafka.md, "Event formats").
+//! - [`EventFormat::HbaseKafkaProxy`]: the Apache hbase-connectors Kafka Proxy's `HBaseKafkaEvent`,
 //!   bare Avro binary, one message per cell.
 //!
 //! Errors name what is wrong and never echo values: payloads carry phone and idcard numbers,
@@ -22,29 +22,7 @@ use hbidx_schema::model::{CellOp, Mutation, split_column};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value as JsonValue, json};
 
-/// How the messages of one topic are encoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Json,
-    HbaseKafkaProxy,
-}
-
-impl Format {
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "json" => Some(Self::Json),
-            "hbase-kafka-proxy" => Some(Self::HbaseKafkaProxy),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Json => "json",
-            Self::HbaseKafkaProxy => "hbase-kafka-proxy",
-        }
-    }
-}
+pub use hbidx_schema::config::EventFormat;
 
 /// Why a message could not be turned into a mutation. The text is safe to log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

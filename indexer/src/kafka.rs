@@ -33,66 +33,31 @@ use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
-use crate::formats::{Decoded, Format, ProxyDecoded, decode_json, decode_proxy};
+use crate::formats::{Decoded, EventFormat, ProxyDecoded, decode_json, decode_proxy};
 use crate::source::{PartitionReport, Source};
 
-/// Where a partition with no checkpoint in this index starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartPolicy {
-    Earliest,
-    Latest,
+pub use hbidx_schema::config::{KafkaSourceConfig, StartPolicy};
+
+/// librdkafka's settings for a client of `source`: its brokers and its pass-through properties.
+pub(crate) fn client_config(source: &KafkaSourceConfig) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &source.brokers);
+    for (key, value) in &source.properties {
+        config.set(key, value);
+    }
+    config
 }
 
-/// A validated `[[sources]]` entry of kind `kafka` (see `config.rs`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KafkaSourceConfig {
-    pub brokers: String,
-    pub topic: String,
-    pub format: Format,
-    /// The configured table's name.
-    pub table: String,
-    /// Consumer group; `None` derives `hbidx-<instance>-<table>`.
-    pub group_id: Option<String>,
-    pub start: StartPolicy,
-    /// Extra librdkafka properties (security settings and the like), passed through.
-    pub properties: BTreeMap<String, String>,
-    /// The consumer's prefetch queue (librdkafka `queued.max.messages.kbytes`), the source's
-    /// share of `[memory] source_buffers_mb`; `properties` win. `None`: librdkafka's default.
-    pub prefetch_kbytes: Option<u64>,
-}
-
-impl KafkaSourceConfig {
-    /// The name this source's partitions have in checkpoints.
-    pub fn source_name(&self) -> String {
-        format!("kafka:{}", self.topic)
+/// [`client_config`] for a consumer: with the prefetch queue bounded. (A producer warns about
+/// the consumer-only property, so it is not in the common part.)
+pub(crate) fn consumer_config(source: &KafkaSourceConfig) -> ClientConfig {
+    let mut config = client_config(source);
+    if let Some(kbytes) = source.prefetch_kbytes
+        && !source.properties.contains_key("queued.max.messages.kbytes")
+    {
+        config.set("queued.max.messages.kbytes", kbytes.to_string());
     }
-
-    pub fn group_id(&self, instance_id: &str) -> String {
-        self.group_id
-            .clone()
-            .unwrap_or_else(|| format!("hbidx-{instance_id}-{}", self.table))
-    }
-
-    pub(crate) fn client_config(&self) -> ClientConfig {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", &self.brokers);
-        for (key, value) in &self.properties {
-            config.set(key, value);
-        }
-        config
-    }
-
-    /// [`Self::client_config`] for a consumer: with the prefetch queue bounded. (A producer
-    /// warns about the consumer-only property, so it is not in the common part.)
-    pub(crate) fn consumer_config(&self) -> ClientConfig {
-        let mut config = self.client_config();
-        if let Some(kbytes) = self.prefetch_kbytes
-            && !self.properties.contains_key("queued.max.messages.kbytes")
-        {
-            config.set("queued.max.messages.kbytes", kbytes.to_string());
-        }
-        config
-    }
+    config
 }
 
 pub(crate) fn kafka_error(source_name: &str, err: impl std::fmt::Display) -> IndexerError {
@@ -193,8 +158,7 @@ impl ConsumerContext for RebalanceContext {
 }
 
 fn watermark_client(config: &KafkaSourceConfig, name: &str) -> Result<BaseConsumer> {
-    config
-        .client_config()
+    client_config(config)
         .set("group.id", "hbidx-watermarks")
         .set("enable.auto.commit", "false")
         .create()
@@ -316,7 +280,7 @@ impl KafkaSource {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let mut client = config.consumer_config();
+        let mut client = consumer_config(&config);
         client
             .set(
                 "group.id",
@@ -378,7 +342,7 @@ impl KafkaSource {
             returned: Mutex::new(BTreeMap::new()),
             committed: Mutex::new(BTreeMap::new()),
         });
-        let mut client = config.consumer_config();
+        let mut client = consumer_config(&config);
         client
             .set("group.id", group_id)
             // Static membership: a restarted instance (same data dir, same id) takes its
@@ -508,7 +472,7 @@ impl KafkaSource {
             return;
         };
         match self.config.format {
-            Format::Json => match decode_json(&self.table, payload, timestamp) {
+            EventFormat::Json => match decode_json(&self.table, payload, timestamp) {
                 Ok(Decoded::Mutation(mutation)) => out.push(ChangeEvent {
                     partition,
                     offset,
@@ -523,7 +487,7 @@ impl KafkaSource {
                     out.push(self.skip_event(partition, offset));
                 }
             },
-            Format::HbaseKafkaProxy => match decode_proxy(&self.table, payload) {
+            EventFormat::HbaseKafkaProxy => match decode_proxy(&self.table, payload) {
                 Ok(ProxyDecoded::Cell(cell)) => {
                     // The proxy sends one message per cell; consecutive cells of one row in a
                     // partition become one mutation, so the row's document is rebuilt once.

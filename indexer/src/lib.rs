@@ -9,7 +9,7 @@
 
 pub mod analysis;
 pub mod checkpoint;
-pub mod config;
+
 mod error;
 mod filters;
 pub mod formats;

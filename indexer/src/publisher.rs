@@ -157,8 +157,7 @@ impl KafkaPublisher {
     pub fn new(config: &KafkaSourceConfig, table: Arc<TableConfig>) -> Result<Self> {
         let name = config.source_name();
         let shared = Arc::new(Shared::default());
-        let producer: BaseProducer<PublishContext> = config
-            .client_config()
+        let producer: BaseProducer<PublishContext> = crate::kafka::client_config(config)
             // Acknowledged means replicated: the API answers only after this.
             .set("acks", "all")
             .set("enable.idempotence", "true")

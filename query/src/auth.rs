@@ -26,8 +26,6 @@
 //! pattern (`MatchedPath`). A route that isn't listed there needs `admin`, so a new endpoint is
 //! never open by accident.
 
-use std::collections::HashSet;
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -36,38 +34,13 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::{ApiError, AppState};
 
-/// What a key may do. Routes need one scope each (or none, see [`Access`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scope {
-    /// Lookups, batch lookups, reading a row by key, the rowkey calculator.
-    Lookup,
-    /// Write-through: PUT and DELETE of rows.
-    Write,
-    /// Reindex jobs, indexer status, metrics, the dashboard's data.
-    Admin,
-}
-
-impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::Lookup, Scope::Write, Scope::Admin];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Lookup => "lookup",
-            Scope::Write => "write",
-            Scope::Admin => "admin",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Scope> {
-        Scope::ALL.into_iter().find(|scope| scope.as_str() == text)
-    }
-}
+pub use hbidx_schema::config::{
+    KeyConfig, MIN_KEY_LEN, RateLimit, Scope, SecurityConfig, check_plaintext_key, hash_key,
+};
 
 /// What a route needs from the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,272 +74,6 @@ pub fn access_for(method: &Method, route: Option<&str>) -> Access {
         // (/v1/ops/summary) and anything added later without being listed above.
         Some(_) => Access::Scope(Scope::Admin),
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Config: raw serde structs, then validation (no IO) with errors naming the key.
-
-/// A `[security]` problem, naming the config key (`security.keys[1].sha256`).
-#[derive(Debug, thiserror::Error)]
-pub enum SecurityConfigError {
-    /// The section doesn't have the expected shape (unknown key, wrong type).
-    #[error("security: {0}")]
-    Shape(String),
-    /// A value is missing or invalid.
-    #[error("{key}: {reason}")]
-    Invalid { key: String, reason: String },
-}
-
-impl SecurityConfigError {
-    fn invalid(key: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self::Invalid {
-            key: key.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSecurity {
-    #[serde(default)]
-    keys: Vec<RawKey>,
-    rate_limit: Option<RawRateLimit>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawKey {
-    id: Option<String>,
-    sha256: Option<String>,
-    scopes: Option<Vec<String>>,
-    rate_limit: Option<RawRateLimit>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRateLimit {
-    per_second: Option<i64>,
-    burst: Option<i64>,
-}
-
-/// Requests per second and how many may come at once (a token bucket of `burst` tokens
-/// refilled at `per_second`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimit {
-    pub per_second: NonZeroU32,
-    pub burst: NonZeroU32,
-}
-
-const MAX_RATE: i64 = 10_000_000;
-
-fn rate_limit(raw: &RawRateLimit, key: &str) -> Result<RateLimit, SecurityConfigError> {
-    let positive = |value: i64, name: &str| {
-        u32::try_from(value)
-            .ok()
-            .filter(|v| i64::from(*v) <= MAX_RATE)
-            .and_then(NonZeroU32::new)
-            .ok_or_else(|| {
-                SecurityConfigError::invalid(
-                    format!("{key}.{name}"),
-                    format!("must be a whole number from 1 to {MAX_RATE}, got {value}"),
-                )
-            })
-    };
-    let per_second = match raw.per_second {
-        Some(value) => positive(value, "per_second")?,
-        None => {
-            return Err(SecurityConfigError::invalid(
-                format!("{key}.per_second"),
-                "missing (requests per second allowed for the key)",
-            ));
-        }
-    };
-    let burst = match raw.burst {
-        Some(value) => positive(value, "burst")?,
-        None => per_second,
-    };
-    Ok(RateLimit { per_second, burst })
-}
-
-/// One configured key, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyConfig {
-    pub id: String,
-    pub sha256: [u8; 32],
-    pub scopes: Vec<Scope>,
-    pub rate_limit: Option<RateLimit>,
-}
-
-/// The validated `[security]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SecurityConfig {
-    pub keys: Vec<KeyConfig>,
-    /// The limit of keys that don't set their own; `None`: unlimited.
-    pub default_rate_limit: Option<RateLimit>,
-}
-
-fn valid_id(id: &str) -> bool {
-    (1..=64).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-}
-
-impl SecurityConfig {
-    /// Parses and validates `[security]` as handed over by the schema crate
-    /// (`Config::raw_security`). No IO.
-    pub fn from_raw(raw: Option<&toml::Value>) -> Result<Self, SecurityConfigError> {
-        let raw: RawSecurity = match raw {
-            None => RawSecurity::default(),
-            Some(value) => value
-                .clone()
-                .try_into()
-                .map_err(|err: toml::de::Error| SecurityConfigError::Shape(err.message().into()))?,
-        };
-        let default_rate_limit = raw
-            .rate_limit
-            .as_ref()
-            .map(|limit| rate_limit(limit, "security.rate_limit"))
-            .transpose()?;
-        let mut keys = Vec::with_capacity(raw.keys.len());
-        let mut ids = HashSet::new();
-        let mut digests = HashSet::new();
-        for (i, key) in raw.keys.iter().enumerate() {
-            let at = format!("security.keys[{i}]");
-            let id = key
-                .id
-                .as_deref()
-                .ok_or_else(|| SecurityConfigError::invalid(format!("{at}.id"), "missing"))?;
-            if !valid_id(id) {
-                return Err(SecurityConfigError::invalid(
-                    format!("{at}.id"),
-                    format!(
-                        "\"{id}\" must be 1 to 64 characters of letters, digits, '-', '_' or '.'"
-                    ),
-                ));
-            }
-            if !ids.insert(id) {
-                return Err(SecurityConfigError::invalid(
-                    format!("{at}.id"),
-                    format!("\"{id}\" is used by another key"),
-                ));
-            }
-            let sha256 = parse_digest(key.sha256.as_deref())
-                .map_err(|reason| SecurityConfigError::invalid(format!("{at}.sha256"), reason))?;
-            if !digests.insert(sha256) {
-                return Err(SecurityConfigError::invalid(
-                    format!("{at}.sha256"),
-                    "the same key is configured twice",
-                ));
-            }
-            let scopes = parse_scopes(key.scopes.as_deref())
-                .map_err(|reason| SecurityConfigError::invalid(format!("{at}.scopes"), reason))?;
-            let rate_limit = key
-                .rate_limit
-                .as_ref()
-                .map(|limit| rate_limit(limit, &format!("{at}.rate_limit")))
-                .transpose()?;
-            keys.push(KeyConfig {
-                id: id.to_string(),
-                sha256,
-                scopes,
-                rate_limit,
-            });
-        }
-        Ok(Self {
-            keys,
-            default_rate_limit,
-        })
-    }
-
-    /// Adds a key given in plain text (`--api-key` / `HBIDX_API_KEY`) with every scope, under
-    /// `id`. `source` names where it came from in errors.
-    pub fn add_plaintext_key(
-        &mut self,
-        id: &str,
-        key: &str,
-        source: &str,
-    ) -> Result<(), SecurityConfigError> {
-        check_plaintext_key(key).map_err(|reason| SecurityConfigError::invalid(source, reason))?;
-        let sha256 = hash_key(key);
-        if let Some(existing) = self.keys.iter().find(|k| k.sha256 == sha256) {
-            return Err(SecurityConfigError::invalid(
-                source,
-                format!(
-                    "this key is already configured as \"{}\" in [security]",
-                    existing.id
-                ),
-            ));
-        }
-        if self.keys.iter().any(|k| k.id == id) {
-            return Err(SecurityConfigError::invalid(
-                source,
-                format!("the key id \"{id}\" is taken by a [security] key; rename that one"),
-            ));
-        }
-        self.keys.push(KeyConfig {
-            id: id.to_string(),
-            sha256,
-            scopes: Scope::ALL.to_vec(),
-            rate_limit: None,
-        });
-        Ok(())
-    }
-}
-
-fn parse_digest(raw: Option<&str>) -> Result<[u8; 32], String> {
-    let raw = raw.ok_or("missing (the SHA-256 of the key in hex; `hbidx keys hash` prints it)")?;
-    let mut digest = [0u8; 32];
-    hex::decode_to_slice(raw.trim(), &mut digest).map_err(|_| {
-        "must be 64 hex characters: the SHA-256 of the key, not the key itself \
-         (`hbidx keys hash` prints it)"
-            .to_string()
-    })?;
-    Ok(digest)
-}
-
-fn parse_scopes(raw: Option<&[String]>) -> Result<Vec<Scope>, String> {
-    let raw = raw.ok_or("missing; give one or more of \"lookup\", \"write\", \"admin\"")?;
-    if raw.is_empty() {
-        return Err("empty; give one or more of \"lookup\", \"write\", \"admin\"".into());
-    }
-    let mut scopes = Vec::with_capacity(raw.len());
-    for text in raw {
-        let scope = Scope::parse(text).ok_or_else(|| {
-            format!("unknown scope \"{text}\"; scopes are \"lookup\", \"write\" and \"admin\"")
-        })?;
-        if scopes.contains(&scope) {
-            return Err(format!("\"{text}\" is given twice"));
-        }
-        scopes.push(scope);
-    }
-    Ok(scopes)
-}
-
-/// Shortest key accepted in plain text. `hbidx keys new` makes 49-character keys; 24 random
-/// base64 characters would still be 144 bits.
-pub const MIN_KEY_LEN: usize = 24;
-
-/// Whether `key` can be used as an API key: long enough to be unguessable, and printable ASCII
-/// without spaces, so it survives an HTTP header and a shell.
-pub fn check_plaintext_key(key: &str) -> Result<(), String> {
-    if key.len() < MIN_KEY_LEN {
-        return Err(format!(
-            "an API key must be at least {MIN_KEY_LEN} characters (this one has {}); \
-             `hbidx keys new` makes one",
-            key.len()
-        ));
-    }
-    if !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("an API key must be printable ASCII without spaces".into());
-    }
-    Ok(())
-}
-
-/// SHA-256 of a key, as stored in `[security]`.
-pub fn hash_key(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
 }
 
 /// A fresh key: `hbidx_` and 32 random bytes in base64url (256 bits from the OS-seeded CSPRNG).
@@ -546,9 +253,8 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    fn config(text: &str) -> Result<SecurityConfig, SecurityConfigError> {
-        let value: toml::Table = toml::from_str(text).unwrap();
-        SecurityConfig::from_raw(value.get("security"))
+    fn config(text: &str) -> Result<SecurityConfig, hbidx_schema::ConfigError> {
+        hbidx_schema::parse_config(text).map(|config| config.security)
     }
 
     fn hex_of(key: &str) -> String {
@@ -562,121 +268,10 @@ mod tests {
     }
 
     #[test]
-    fn sha256_matches_a_known_vector() {
-        // FIPS 180-2 example: SHA-256("abc").
-        assert_eq!(
-            hex_of("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
-
-    #[test]
-    fn valid_section_parses() {
-        let text = format!(
-            "[security]\nrate_limit = {{ per_second = 10 }}\n\
-             [[security.keys]]\nid = \"app\"\nsha256 = \"{}\"\nscopes = [\"lookup\", \"write\"]\n\
-             [[security.keys]]\nid = \"ops\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n\
-             rate_limit = {{ per_second = 5, burst = 20 }}\n",
-            hex_of("k1"),
-            hex_of("k2")
-        );
-        let config = config(&text).unwrap();
-        assert_eq!(config.keys.len(), 2);
-        assert_eq!(config.keys[0].scopes, vec![Scope::Lookup, Scope::Write]);
-        assert_eq!(config.keys[0].rate_limit, None);
-        let ten = NonZeroU32::new(10).unwrap();
-        assert_eq!(
-            config.default_rate_limit,
-            Some(RateLimit {
-                per_second: ten,
-                burst: ten
-            })
-        );
-        assert_eq!(config.keys[1].rate_limit.map(|l| l.burst.get()), Some(20));
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let h = hex_of("k1");
-        for (text, expected) in [
-            (
-                "[[security.keys]]\nsha256 = \"00\"\nscopes = [\"lookup\"]".to_string(),
-                "security.keys[0].id: missing",
-            ),
-            (
-                "[[security.keys]]\nid = \"a\"\nsha256 = \"k1\"\nscopes = [\"lookup\"]".into(),
-                "security.keys[0].sha256: must be 64 hex characters",
-            ),
-            (
-                format!("[[security.keys]]\nid = \"a\"\nsha256 = \"{h}\"\nscopes = [\"read\"]"),
-                "security.keys[0].scopes: unknown scope \"read\"",
-            ),
-            (
-                format!("[[security.keys]]\nid = \"a\"\nsha256 = \"{h}\"\nscopes = []"),
-                "security.keys[0].scopes: empty",
-            ),
-            (
-                format!(
-                    "[[security.keys]]\nid = \"a\"\nsha256 = \"{h}\"\nscopes = [\"admin\"]\n\
-                     [[security.keys]]\nid = \"a\"\nsha256 = \"{}\"\nscopes = [\"admin\"]",
-                    hex_of("k2")
-                ),
-                "security.keys[1].id: \"a\" is used by another key",
-            ),
-            (
-                format!(
-                    "[[security.keys]]\nid = \"a\"\nsha256 = \"{h}\"\nscopes = [\"admin\"]\n\
-                     [[security.keys]]\nid = \"b\"\nsha256 = \"{h}\"\nscopes = [\"admin\"]"
-                ),
-                "security.keys[1].sha256: the same key is configured twice",
-            ),
-            (
-                "[security]\nrate_limit = { per_second = 0 }".into(),
-                "security.rate_limit.per_second: must be a whole number from 1",
-            ),
-            (
-                format!(
-                    "[[security.keys]]\nid = \"a\"\nsha256 = \"{h}\"\nscopes = [\"admin\"]\n\
-                     rate_limit = {{ burst = 3 }}"
-                ),
-                "security.keys[0].rate_limit.per_second: missing",
-            ),
-            (
-                "[security]\nkeyz = []".into(),
-                "security: unknown field `keyz`",
-            ),
-            (
-                "[[security.keys]]\nid = \"has space\"\nsha256 = \"00\"\nscopes = [\"admin\"]"
-                    .into(),
-                "security.keys[0].id: \"has space\" must be",
-            ),
-        ] {
-            let err = config(&text).expect_err(&text).to_string();
-            assert!(err.starts_with(expected), "{text}\n=> {err}");
-        }
-    }
-
-    #[test]
-    fn plaintext_keys_are_checked_and_get_every_scope() {
-        let mut config = SecurityConfig::default();
-        let err = config
-            .add_plaintext_key("cli", "short", "--api-key")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("--api-key: an API key must be at least 24"),
-            "{err}"
-        );
+    fn generated_keys_are_long_and_fresh() {
         let key = generate_key();
         assert!(key.len() >= 49 && key.starts_with("hbidx_"), "{key}");
-        config.add_plaintext_key("cli", &key, "--api-key").unwrap();
-        assert_eq!(config.keys[0].scopes, Scope::ALL.to_vec());
-        assert_eq!(config.keys[0].sha256, hash_key(&key));
-        let err = config
-            .add_plaintext_key("other", &key, "HBIDX_API_KEY")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("already configured as \"cli\""), "{err}");
+        check_plaintext_key(&key).unwrap();
         assert_ne!(generate_key(), key);
     }
 

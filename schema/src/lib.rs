@@ -1,6 +1,7 @@
 //! `hbidx-schema`: everything hbidx knows about a table that needs no IO.
 //!
-//! - [`config`]: the TOML table config, parsed into raw structs and validated into typed ones.
+//! - [`config`]: the config file, every section, parsed into raw structs and validated into
+//!   one typed [`HbidxConfig`] in one place ([`parse_config`]), with errors naming the key.
 //! - [`codec`]: rowkey designs (hash prefix, salts, modulo, consistent-hash ring, reversal,
 //!   reverse timestamp, composites) that turn a natural key into rowkey bytes and back.
 //! - [`split`]: pre-split calculators, region routing and the hotspot report.
@@ -25,8 +26,8 @@ pub use codec::{
     CodecError, HashAlgo, HashRing, RowkeyCodec, RowkeyPart, TsFormat, parse_printable, printable,
 };
 pub use config::{
-    BloomFilter, Compression, Config, DataBlockEncoding, FamilyConfig, FieldKind, IndexedField,
-    SchemaError, SplitConfig, TableConfig, Ttl, parse_config,
+    BloomFilter, Compression, ConfigError, DataBlockEncoding, FamilyConfig, FieldKind, HbidxConfig,
+    IndexedField, SplitConfig, TableConfig, Ttl, parse_config,
 };
 pub use ddl::create_statement;
 

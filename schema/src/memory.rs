@@ -22,7 +22,7 @@
 
 use serde::Deserialize;
 
-use crate::config::SchemaError;
+use crate::config::ConfigError;
 
 /// One part of the [`MemoryBudget`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,15 +161,15 @@ impl MemoryBudget {
 
 /// Validates `[memory]`; `tables` is how many tables share it (the writers' part must give each
 /// writer, and a reindex's, tantivy's minimum heap).
-pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBudget, SchemaError> {
+pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBudget, ConfigError> {
     let budget_mb = match raw.budget_mb {
         None => DEFAULT_BUDGET_MB,
         Some(mb @ 64..=1_048_576) => mb as u64,
         Some(mb) => {
-            return Err(SchemaError::Memory {
-                key: "budget_mb".into(),
-                reason: format!("{mb} is not within 64..=1048576 (MiB)"),
-            });
+            return Err(memory_error(
+                "budget_mb",
+                format!("{mb} is not within 64..=1048576 (MiB)"),
+            ));
         }
     };
     let budget = budget_mb * MIB;
@@ -186,13 +186,13 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
         }
     }
     if given > budget {
-        return Err(SchemaError::Memory {
-            key: "budget_mb".into(),
-            reason: format!(
+        return Err(memory_error(
+            "budget_mb",
+            format!(
                 "the parts given add up to {} MiB, more than the budget of {budget_mb} MiB",
                 given / MIB
             ),
-        });
+        ));
     }
     let rest = budget - given;
     for (index, part) in MemoryPart::ALL.into_iter().enumerate() {
@@ -209,9 +209,9 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
             } else {
                 "budget_mb".into()
             };
-            return Err(SchemaError::Memory {
-                key,
-                reason: format!(
+            return Err(memory_error(
+                &key,
+                format!(
                     "{} gets {} MiB, under the {} MiB it needs{}",
                     part.name(),
                     parts[index] / MIB,
@@ -225,7 +225,7 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
                         String::new()
                     }
                 ),
-            });
+            ));
         }
     }
     Ok(MemoryBudget {
@@ -234,15 +234,19 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
     })
 }
 
-fn part_override(raw: &RawMemory, part: MemoryPart) -> Result<Option<u64>, SchemaError> {
+fn part_override(raw: &RawMemory, part: MemoryPart) -> Result<Option<u64>, ConfigError> {
     match raw.part(part) {
         None => Ok(None),
         Some(mb @ 1..=1_048_576) => Ok(Some(mb as u64 * MIB)),
-        Some(mb) => Err(SchemaError::Memory {
-            key: format!("{}_mb", part.name()),
-            reason: format!("{mb} is not within 1..=1048576 (MiB)"),
-        }),
+        Some(mb) => Err(memory_error(
+            &format!("{}_mb", part.name()),
+            format!("{mb} is not within 1..=1048576 (MiB)"),
+        )),
     }
+}
+
+fn memory_error(key: &str, reason: String) -> ConfigError {
+    ConfigError::invalid(format!("memory.{key}"), reason)
 }
 
 #[cfg(test)]

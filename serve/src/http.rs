@@ -43,6 +43,22 @@ pub struct HttpThreads {
 }
 
 impl HttpThreads {
+    /// The REST API's threads as `[server]` says: `workers`, else one per listed `http_cpus`,
+    /// else one per CPU; pinned as `http_cpus` says.
+    pub fn from_config(server: &hbidx_schema::config::ServerConfig) -> Self {
+        let count = server.workers.unwrap_or_else(|| {
+            if server.http_cpus.is_empty() {
+                default_threads()
+            } else {
+                server.http_cpus.len()
+            }
+        });
+        Self {
+            count,
+            cpus: server.http_cpus.clone(),
+        }
+    }
+
     /// `count` threads, placed by the scheduler.
     pub fn unpinned(count: usize) -> Self {
         Self {

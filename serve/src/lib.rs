@@ -14,12 +14,10 @@ mod http;
 mod keys;
 mod reindex;
 mod server;
-mod server_config;
 
 pub use http::{HttpServer, HttpThreads, allowed_cpus, default_threads, serve as serve_http};
 pub use keys::{CLI_KEY_ID, security_config, serve_auth};
 pub use server::{
-    Indexers, OpenedRows, Runtime, bind, open, open_rows, open_with_rows, start_gateway,
-    writer_options,
+    Indexers, OpenedRows, Runtime, bind, gateway_options, open, open_rows, open_with_rows,
+    start_gateway, writer_options,
 };
-pub use server_config::{DEFAULT_LISTEN, ServerConfig};

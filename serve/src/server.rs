@@ -17,7 +17,7 @@ use hbidx_indexer::{
     WriterOptions,
 };
 use hbidx_query::{AppState, SharedState, TableRuntime};
-use hbidx_schema::config::{Config, TableConfig};
+use hbidx_schema::config::{HbidxConfig, ServerConfig, TableConfig};
 use hbidx_schema::{MemoryBudget, MemoryPart};
 use hbidx_store::{EmbeddedStore, HbaseStore, MeteredStore, RowStore, StoreConfig, TableSpec};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -171,7 +171,7 @@ fn metrics_handle() -> Option<PrometheusHandle> {
 /// Opens everything under `data_dir`: `store/` (fjall, unless the rows are in HBase) and
 /// `index/<table>/` (tantivy). `auth` holds the API keys the service will accept.
 pub fn open(
-    config: &Config,
+    config: &HbidxConfig,
     data_dir: &Path,
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
@@ -188,7 +188,7 @@ pub struct OpenedRows {
 
 /// Opens the row store alone: the first half of [`open`]. For the embedded store this is
 /// fjall's recovery (journal replay), which `hbidx bench` times apart from indexing.
-pub fn open_rows(config: &Config, data_dir: &Path) -> Result<OpenedRows> {
+pub fn open_rows(config: &HbidxConfig, data_dir: &Path) -> Result<OpenedRows> {
     // The HBase store's breaker registers its gauge when it is built, and a handle taken
     // before the recorder exists stays a no-op for good (see `open_with_rows`).
     metrics_handle();
@@ -201,35 +201,35 @@ pub fn open_rows(config: &Config, data_dir: &Path) -> Result<OpenedRows> {
             families: Some(table.families.iter().map(|f| f.name.clone()).collect()),
         })
         .collect();
-    let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) =
-        match StoreConfig::from_raw(config.raw_store.as_ref())? {
-            StoreConfig::Embedded => {
-                let store_dir = data_dir.join("store");
-                let store = Arc::new(
-                    EmbeddedStore::open_tables(&store_dir, &table_specs, store_options(config))
-                        .with_context(|| {
-                            format!("opening the row store in {}", store_dir.display())
-                        })?,
-                );
-                (Some(store.clone()), store)
-            }
-            StoreConfig::Hbase(hbase) => {
-                let tables: Vec<(String, String)> = config
-                    .tables
-                    .iter()
-                    .map(|t| (t.name.clone(), t.full_name()))
-                    .collect();
-                tracing::info!(thrift = %hbase.thrift, "rows are in HBase (Thrift1)");
-                (None, Arc::new(HbaseStore::new(hbase, &tables)))
-            }
-        };
+    let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) = match config
+        .store
+        .clone()
+    {
+        StoreConfig::Embedded => {
+            let store_dir = data_dir.join("store");
+            let store = Arc::new(
+                EmbeddedStore::open_tables(&store_dir, &table_specs, store_options(config))
+                    .with_context(|| format!("opening the row store in {}", store_dir.display()))?,
+            );
+            (Some(store.clone()), store)
+        }
+        StoreConfig::Hbase(hbase) => {
+            let tables: Vec<(String, String)> = config
+                .tables
+                .iter()
+                .map(|t| (t.name.clone(), t.full_name()))
+                .collect();
+            tracing::info!(thrift = %hbase.thrift, "rows are in HBase (Thrift1)");
+            (None, Arc::new(HbaseStore::new(hbase, &tables)))
+        }
+    };
     Ok(OpenedRows { embedded, rows })
 }
 
 /// The second half of [`open`]: the indexes, one indexer thread per table, and the service
 /// state, over rows opened by [`open_rows`].
 pub fn open_with_rows(
-    config: &Config,
+    config: &HbidxConfig,
     data_dir: &Path,
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
@@ -240,9 +240,9 @@ pub fn open_with_rows(
     // stays a no-op for good.
     let metrics = metrics_handle();
     let OpenedRows { embedded, rows } = opened;
-    let mut kafka = hbidx_indexer::config::kafka_sources(config)?;
+    let mut kafka = config.sources.clone();
     bound_prefetch(&config.memory, &mut kafka);
-    let writer_options = writer_options(config)?;
+    let writer_options = writer_options(config);
     let instance_id = if kafka.is_empty() {
         String::new()
     } else {
@@ -317,7 +317,7 @@ pub fn open_with_rows(
 }
 
 /// The embedded store's caches and memtables, from `[memory]`.
-fn store_options(config: &Config) -> hbidx_store::EmbeddedStoreOptions {
+fn store_options(config: &HbidxConfig) -> hbidx_store::EmbeddedStoreOptions {
     let memory = &config.memory;
     let tables = config.tables.len();
     hbidx_store::EmbeddedStoreOptions {
@@ -330,18 +330,18 @@ fn store_options(config: &Config) -> hbidx_store::EmbeddedStoreOptions {
 
 /// Every index writer's heap and each searcher's rowkey cache, from `[memory]`. `[server]
 /// rowkey_cache_mb`, where a config still sets it, is a per-table rowkey cache and wins.
-pub fn writer_options(config: &Config) -> Result<WriterOptions> {
+pub fn writer_options(config: &HbidxConfig) -> WriterOptions {
     let memory = &config.memory;
     let tables = config.tables.len();
-    let server = crate::server_config::ServerConfig::from_config(config)?;
-    Ok(WriterOptions {
+    WriterOptions {
         memory_budget_bytes: usize::try_from(memory.writer_heap_bytes(tables))
             .unwrap_or(usize::MAX),
-        rowkey_cache_bytes: server
+        rowkey_cache_bytes: config
+            .server
             .rowkey_cache_bytes
             .unwrap_or_else(|| memory.per_table(MemoryPart::RowkeyCache, tables)),
         ..WriterOptions::default()
-    })
+    }
 }
 
 /// Caps each Kafka consumer's prefetch queue at its share of `[memory] source_buffers_mb`,
@@ -506,18 +506,16 @@ impl Runtime {
 /// scripts wait for.
 pub fn start_gateway(
     runtime: &Runtime,
-    config: &Config,
+    config: &HbidxConfig,
     options: GatewayOptions,
 ) -> Result<GatewayServer> {
-    let kafka = hbidx_indexer::config::kafka_sources(config)?;
     let mut configured = Vec::with_capacity(config.tables.len());
     for table in &config.tables {
         configured.push(ConfiguredTable {
             config: Arc::new(table.clone()),
             split_keys: gateway_split_keys(table),
-            kafka_topic: kafka
-                .iter()
-                .find(|source| source.table == table.name)
+            kafka_topic: config
+                .source_for(&table.name)
                 .map(|source| source.topic.clone()),
         });
     }
@@ -530,6 +528,19 @@ pub fn start_gateway(
         .with_context(|| format!("starting the HBase Thrift gateway on {listen}"))?;
     eprintln!("thrift gateway listening on {}", gateway.local_addr());
     Ok(gateway)
+}
+
+/// The gateway's options when it is switched on, by the flag or `[server] thrift_listen`
+/// (the flag wins).
+pub fn gateway_options(server: &ServerConfig, flag: Option<SocketAddr>) -> Option<GatewayOptions> {
+    let listen = flag.or(server.thrift_listen)?;
+    Some(GatewayOptions {
+        transport: server.thrift_transport,
+        protocol: server.thrift_protocol,
+        workers: server.thrift_workers,
+        api: server.thrift_api,
+        ..GatewayOptions::new(listen)
+    })
 }
 
 /// The split keys `getTableRegions` reports for a configured table. A sampled split depends on
@@ -619,5 +630,27 @@ mod tests {
         );
         assert_eq!(listing(&index_dir), before, "the old index was touched");
         assert!(!crate::reindex::shadow_dir(&index_dir).exists());
+    }
+
+    /// `[server] rowkey_cache_mb` is the budget the served tables' searchers get, over
+    /// `[memory]`'s split.
+    #[test]
+    fn the_server_rowkey_cache_budget_reaches_the_searchers() {
+        let text = format!(
+            "{}\n[server]\nrowkey_cache_mb = 3\n",
+            hbidx_schema::EXAMPLE_CONFIG
+        );
+        let config = hbidx_schema::parse_config(&text).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = open(
+            &config,
+            dir.path(),
+            &Default::default(),
+            hbidx_query::auth::Auth::default(),
+        )
+        .unwrap();
+        for table in runtime.state.tables.values() {
+            assert_eq!(table.searcher.rowkey_cache_stats().budget, 3 << 20);
+        }
     }
 }

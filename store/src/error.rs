@@ -94,10 +94,6 @@ pub enum StoreError {
     /// `IllegalArgument`). The message is the server's.
     #[error("store rejected the call: {0}")]
     Rejected(String),
-
-    /// `[store]` in the config is invalid; the message names the key.
-    #[error("{0}")]
-    Config(String),
 }
 
 impl From<fjall::Error> for StoreError {

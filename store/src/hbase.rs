@@ -49,10 +49,10 @@ use tokio::sync::Semaphore;
 
 use crate::api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 use crate::breaker::{Breaker, BreakerState};
-use crate::config::{HbaseConfig, ThriftProtocol, ThriftTransport};
 use crate::embedded::prefix_successor;
 use crate::error::{Result, StoreError};
 use crate::thrift1::Thrift1Client as Client;
+use hbidx_schema::config::{HbaseConfig, ThriftProtocol, ThriftTransport};
 
 /// The deadline of a health check: short, since it only has to tell up from down, and a
 /// readiness probe should not wait out a lookup's `timeout`.

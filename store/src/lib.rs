@@ -11,14 +11,13 @@
 //!
 //! - [`HbaseStore`]: the implementation over a real HBase cluster's Thrift1 server, with a
 //!   connection pool, deadlines, retries for transport errors and a circuit breaker.
-//! - [`StoreConfig`]: the `[store]` config section.
+//! - [`StoreConfig`]: the `[store]` config section (parsed by the schema crate's config builder).
 //!
 //! The mutation model itself ([`hbidx_schema::model`]) lives in the schema crate so that the
 //! indexer can consume it without depending on this crate's storage.
 
 mod api;
 mod breaker;
-mod config;
 mod embedded;
 mod error;
 mod hbase;
@@ -29,12 +28,12 @@ mod thrift1;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;
-pub use config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use embedded::{
     EmbeddedStore, EmbeddedStoreOptions, StoreMemory, TableInfo, TableOrigin, TableSpec,
 };
 pub use error::{Result, StoreError};
 pub use hbase::HbaseStore;
+pub use hbidx_schema::config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use metered::MeteredStore;
 pub use row_cache::{DEFAULT_ROW_CACHE_BYTES, RowCacheStats};
 pub use row_state::{RowState, StoredCell};

@@ -146,7 +146,6 @@ impl StoreError {
             StoreError::TableMissing { .. } => "table_missing",
             StoreError::TableDisabled { .. } => "table_disabled",
             StoreError::Rejected(_) => "rejected",
-            StoreError::Config(_) => "config",
         }
     }
 }

@@ -1,5 +1,4 @@
-//! `[store]`: which row store serves the tables, parsed from the raw TOML the schema crate hands
-//! over (`Config::raw_store`), then validated without IO.
+//! `[store]`: which row store serves the tables.
 //!
 //! ```toml
 //! [store]
@@ -19,7 +18,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::error::{Result, StoreError};
+use super::ConfigError;
+
+type Result<T> = std::result::Result<T, ConfigError>;
 
 /// The validated `[store]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -110,7 +111,7 @@ impl HbaseConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawStore {
+pub(crate) struct RawStore {
     kind: Option<String>,
     thrift: Option<String>,
     pool_size: Option<i64>,
@@ -123,30 +124,24 @@ struct RawStore {
     breaker_open_ms: Option<i64>,
 }
 
-fn invalid(reason: impl Into<String>) -> StoreError {
-    StoreError::Config(reason.into())
+fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::invalid(format!("store.{key}"), reason)
 }
 
 fn bounded(value: Option<i64>, key: &str, min: i64, max: i64, default: u64) -> Result<u64> {
     match value {
         None => Ok(default),
         Some(v) if (min..=max).contains(&v) => Ok(v as u64),
-        Some(v) => Err(invalid(format!(
-            "store.{key} = {v} is out of range ({min}..={max})"
-        ))),
+        Some(v) => Err(invalid(key, format!("{v} is out of range ({min}..={max})"))),
     }
 }
 
 impl StoreConfig {
-    /// Parses and validates `[store]` (absent = embedded). Never touches the network.
-    pub fn from_raw(raw: Option<&toml::Value>) -> Result<Self> {
+    /// Validates `[store]` (absent = embedded). Never touches the network.
+    pub(crate) fn validate(raw: Option<RawStore>) -> Result<Self> {
         let Some(raw) = raw else {
             return Ok(Self::Embedded);
         };
-        let raw: RawStore = raw
-            .clone()
-            .try_into()
-            .map_err(|err: toml::de::Error| invalid(format!("store: {}", err.message())))?;
         let kind = raw.kind.as_deref().unwrap_or("embedded");
         match kind {
             "embedded" => {
@@ -157,19 +152,17 @@ impl StoreConfig {
                     ("protocol", raw.protocol.is_some()),
                 ];
                 if let Some((key, _)) = stray.iter().find(|(_, set)| *set) {
-                    return Err(invalid(format!(
-                        "store.{key} only applies to kind = \"hbase\""
-                    )));
+                    return Err(invalid(key, "only applies to kind = \"hbase\""));
                 }
                 Ok(Self::Embedded)
             }
             "hbase" => {
-                let thrift = raw
-                    .thrift
-                    .filter(|t| !t.trim().is_empty())
-                    .ok_or_else(|| {
-                        invalid("store.thrift is required for kind = \"hbase\" (host:port of the HBase Thrift1 server)")
-                    })?;
+                let thrift = raw.thrift.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
+                    invalid(
+                        "thrift",
+                        "is required for kind = \"hbase\" (host:port of the HBase Thrift1 server)",
+                    )
+                })?;
                 validate_host_port(&thrift)?;
                 let mut config = HbaseConfig::new(thrift);
                 config.pool_size = bounded(raw.pool_size, "pool_size", 1, 1024, 16)? as u32;
@@ -196,25 +189,28 @@ impl StoreConfig {
                     None | Some("buffered") => ThriftTransport::Buffered,
                     Some("framed") => ThriftTransport::Framed,
                     Some(other) => {
-                        return Err(invalid(format!(
-                            "store.transport \"{other}\" is unknown (buffered or framed)"
-                        )));
+                        return Err(invalid(
+                            "transport",
+                            format!("\"{other}\" is unknown (buffered or framed)"),
+                        ));
                     }
                 };
                 config.protocol = match raw.protocol.as_deref() {
                     None | Some("binary") => ThriftProtocol::Binary,
                     Some("compact") => ThriftProtocol::Compact,
                     Some(other) => {
-                        return Err(invalid(format!(
-                            "store.protocol \"{other}\" is unknown (binary or compact)"
-                        )));
+                        return Err(invalid(
+                            "protocol",
+                            format!("\"{other}\" is unknown (binary or compact)"),
+                        ));
                     }
                 };
                 Ok(Self::Hbase(config))
             }
-            other => Err(invalid(format!(
-                "store.kind \"{other}\" is unknown (embedded or hbase)"
-            ))),
+            other => Err(invalid(
+                "kind",
+                format!("\"{other}\" is unknown (embedded or hbase)"),
+            )),
         }
     }
 }
@@ -224,15 +220,16 @@ impl StoreConfig {
 fn validate_host_port(address: &str) -> Result<()> {
     let (host, port) = address
         .rsplit_once(':')
-        .ok_or_else(|| invalid(format!("store.thrift \"{address}\" is not host:port")))?;
+        .ok_or_else(|| invalid("thrift", format!("\"{address}\" is not host:port")))?;
     if host.trim_matches(['[', ']']).is_empty() {
-        return Err(invalid(format!("store.thrift \"{address}\" has no host")));
+        return Err(invalid("thrift", format!("\"{address}\" has no host")));
     }
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok(()),
-        _ => Err(invalid(format!(
-            "store.thrift \"{address}\" has no valid port (1..=65535)"
-        ))),
+        _ => Err(invalid(
+            "thrift",
+            format!("\"{address}\" has no valid port (1..=65535)"),
+        )),
     }
 }
 
@@ -241,13 +238,12 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<StoreConfig> {
-        let value: toml::Value = toml::from_str(text).unwrap();
-        StoreConfig::from_raw(value.get("store"))
+        crate::config::parse_config(text).map(|config| config.store)
     }
 
     #[test]
     fn absent_and_embedded() {
-        assert_eq!(StoreConfig::from_raw(None).unwrap(), StoreConfig::Embedded);
+        assert_eq!(parse("").unwrap(), StoreConfig::Embedded);
         assert_eq!(
             parse("[store]\nkind = \"embedded\"").unwrap(),
             StoreConfig::Embedded
@@ -274,10 +270,10 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let cases = [
-            ("[store]\nkind = \"hbase\"", "store.thrift is required"),
+            ("[store]\nkind = \"hbase\"", "store.thrift: is required"),
             (
                 "[store]\nkind = \"hbase\"\nthrift = \"nohost\"",
-                "is not host:port",
+                "store.thrift: \"nohost\" is not host:port",
             ),
             (
                 "[store]\nkind = \"hbase\"\nthrift = \"h:99999\"",
@@ -285,17 +281,20 @@ mod tests {
             ),
             (
                 "[store]\nkind = \"hbase\"\nthrift = \"h:1\"\npool_size = 0",
-                "store.pool_size = 0",
+                "store.pool_size: 0 is out of range",
             ),
             (
                 "[store]\nkind = \"hbase\"\nthrift = \"h:1\"\ntransport = \"zmq\"",
                 "store.transport",
             ),
-            ("[store]\nkind = \"redis\"", "store.kind \"redis\""),
-            ("[store]\nkind = \"hbase\"\nthrfit = \"h:1\"", "thrfit"),
+            ("[store]\nkind = \"redis\"", "store.kind: \"redis\""),
+            (
+                "[store]\nkind = \"hbase\"\nthrfit = \"h:1\"",
+                "store.thrfit",
+            ),
             (
                 "[store]\nkind = \"embedded\"\nthrift = \"h:1\"",
-                "store.thrift only applies",
+                "store.thrift: only applies",
             ),
         ];
         for (text, expected) in cases {

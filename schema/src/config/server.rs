@@ -1,0 +1,278 @@
+//! `[server]`: where `hbidx serve` and `hbidx demo` listen, and how many threads serve.
+//!
+//! ```toml
+//! [server]
+//! listen = "127.0.0.1:8080"          # REST API (--listen)
+//! workers = 2                        # threads serving the REST API; default one per CPU
+//! http_cpus = [0, 1]                 # pin HTTP thread i to CPU http_cpus[i % len]; default unpinned
+//! thrift_listen = "127.0.0.1:9090"   # HBase Thrift1 gateway (--thrift-listen); off when unset
+//! thrift_workers = 64                # connections served at once (one thread each)
+//! thrift_transport = "buffered"      # or "framed"
+//! thrift_protocol = "binary"         # or "compact"
+//! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
+//! rowkey_cache_mb = 64               # per table; overrides [memory]'s rowkey cache split
+//! ```
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+use super::{ConfigError, ThriftProtocol, ThriftTransport};
+
+/// The REST API's address when neither `--listen` nor `[server] listen` says.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    8080,
+));
+
+/// Thrift gateway connections served at once when `thrift_workers` doesn't say.
+pub const DEFAULT_THRIFT_WORKERS: usize = 64;
+
+/// Which HBase release's Thrift1 server the gateway answers like.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HbaseApi {
+    /// HBase 1.x: no `getThriftServerType`, `getClusterId`, `getTableNamesWithIsTableEnabled`,
+    /// `grant`, `revoke` ("Invalid method name", as its server answers).
+    V1,
+    /// HBase 2.x: the whole IDL hbase-thrift is generated from.
+    #[default]
+    V2,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServer {
+    listen: Option<String>,
+    workers: Option<i64>,
+    http_cpus: Option<Vec<i64>>,
+    thrift_listen: Option<String>,
+    thrift_workers: Option<i64>,
+    thrift_transport: Option<String>,
+    thrift_protocol: Option<String>,
+    thrift_hbase_version: Option<i64>,
+    rowkey_cache_mb: Option<i64>,
+}
+
+/// `[server]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub listen: Option<SocketAddr>,
+    /// HTTP threads serving the REST API, each with its own connections; `None`: one per CPU.
+    /// A sidecar shares its machine with a RegionServer: capping it keeps lookups from taking
+    /// cores HBase needs, and on a small box it keeps request latency tight (fewer runnable
+    /// threads than cores means no time-slicing between them).
+    pub workers: Option<usize>,
+    /// CPUs the HTTP threads are pinned to, thread `i` to `http_cpus[i % len]`; empty: not
+    /// pinned. With `workers` unset, one thread per listed CPU.
+    pub http_cpus: Vec<usize>,
+    pub thrift_listen: Option<SocketAddr>,
+    pub thrift_workers: usize,
+    pub thrift_transport: ThriftTransport,
+    pub thrift_protocol: ThriftProtocol,
+    /// The HBase release the gateway answers like: 1.x refuses the methods 2.0 added, so a
+    /// client (hbidx's own HBase store included) can be checked against a 1.x cluster.
+    pub thrift_api: HbaseApi,
+    /// Budget of each table searcher's rowkey cache, when set here; otherwise each table gets
+    /// its share of `[memory] rowkey_cache_mb`. Its hit ratio is on `/metrics`
+    /// (`hbidx_rowkey_cache_*`): when misses keep pace with hits, the working set is bigger
+    /// than the budget.
+    pub rowkey_cache_bytes: Option<u64>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            workers: None,
+            http_cpus: Vec::new(),
+            thrift_listen: None,
+            thrift_workers: DEFAULT_THRIFT_WORKERS,
+            thrift_transport: ThriftTransport::Buffered,
+            thrift_protocol: ThriftProtocol::Binary,
+            thrift_api: HbaseApi::V2,
+            rowkey_cache_bytes: None,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The REST address: the flag, else `[server] listen`, else the default.
+    pub fn listen(&self, flag: Option<SocketAddr>) -> SocketAddr {
+        flag.or(self.listen).unwrap_or(DEFAULT_LISTEN)
+    }
+
+    /// Validates `[server]`; no IO (whether a CPU exists is checked when a thread is pinned).
+    pub(crate) fn validate(raw: RawServer) -> Result<Self, ConfigError> {
+        let invalid =
+            |key: &str, reason: String| ConfigError::invalid(format!("server.{key}"), reason);
+        let address = |key: &str, text: &str| {
+            text.parse::<SocketAddr>().map_err(|_| {
+                invalid(
+                    key,
+                    format!("`{text}` is not an address like 127.0.0.1:9090"),
+                )
+            })
+        };
+        let listen = raw
+            .listen
+            .as_deref()
+            .map(|text| address("listen", text))
+            .transpose()?;
+        let thrift_listen = raw
+            .thrift_listen
+            .as_deref()
+            .map(|text| address("thrift_listen", text))
+            .transpose()?;
+        let workers = match raw.workers {
+            None => None,
+            Some(workers @ 1..=1024) => Some(workers as usize),
+            Some(workers) => {
+                return Err(invalid(
+                    "workers",
+                    format!("{workers} is not within 1..=1024"),
+                ));
+            }
+        };
+        let mut http_cpus = Vec::new();
+        for cpu in raw.http_cpus.unwrap_or_default() {
+            // 1024: what a Linux affinity mask (CPU_SETSIZE) can name.
+            let cpu = match cpu {
+                0..=1023 => cpu as usize,
+                _ => {
+                    return Err(invalid(
+                        "http_cpus",
+                        format!("{cpu} is not a CPU number within 0..=1023"),
+                    ));
+                }
+            };
+            if http_cpus.contains(&cpu) {
+                return Err(invalid("http_cpus", format!("CPU {cpu} is listed twice")));
+            }
+            http_cpus.push(cpu);
+        }
+        let thrift_workers = match raw.thrift_workers {
+            None => DEFAULT_THRIFT_WORKERS,
+            Some(workers @ 1..=4096) => workers as usize,
+            Some(workers) => {
+                return Err(invalid(
+                    "thrift_workers",
+                    format!("{workers} is not within 1..=4096"),
+                ));
+            }
+        };
+        let thrift_transport = match raw.thrift_transport.as_deref() {
+            None => ThriftTransport::Buffered,
+            Some(text) => text
+                .parse()
+                .map_err(|reason: String| invalid("thrift_transport", reason))?,
+        };
+        let thrift_protocol = match raw.thrift_protocol.as_deref() {
+            None => ThriftProtocol::Binary,
+            Some(text) => text
+                .parse()
+                .map_err(|reason: String| invalid("thrift_protocol", reason))?,
+        };
+        let thrift_api = match raw.thrift_hbase_version {
+            None | Some(2) => HbaseApi::V2,
+            Some(1) => HbaseApi::V1,
+            Some(other) => {
+                return Err(invalid(
+                    "thrift_hbase_version",
+                    format!("{other} is not 1 or 2"),
+                ));
+            }
+        };
+        let rowkey_cache_bytes = match raw.rowkey_cache_mb {
+            None => None,
+            Some(mb @ 1..=65536) => Some((mb as u64) << 20),
+            Some(mb) => {
+                return Err(invalid(
+                    "rowkey_cache_mb",
+                    format!("{mb} is not within 1..=65536"),
+                ));
+            }
+        };
+        Ok(Self {
+            listen,
+            workers,
+            http_cpus,
+            thrift_listen,
+            thrift_workers,
+            thrift_transport,
+            thrift_protocol,
+            thrift_api,
+            rowkey_cache_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(server: &str) -> Result<ServerConfig, ConfigError> {
+        let text = format!("{}\n[server]\n{server}\n", crate::EXAMPLE_CONFIG);
+        crate::config::parse_config(&text).map(|config| config.server)
+    }
+
+    #[test]
+    fn flags_override_the_config() {
+        let config = parse("listen = \"127.0.0.1:9000\"").unwrap();
+        assert_eq!(config.listen(None), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            config.listen(Some("127.0.0.1:1".parse().unwrap())),
+            "127.0.0.1:1".parse().unwrap()
+        );
+        assert_eq!(parse("").unwrap().listen(None), DEFAULT_LISTEN);
+        assert_eq!(parse("").unwrap(), ServerConfig::default());
+    }
+
+    #[test]
+    fn keys_are_read_and_checked() {
+        let config = parse(
+            "thrift_listen = \"127.0.0.1:9091\"\nthrift_workers = 8\nthrift_transport = \"framed\"\nthrift_protocol = \"compact\"\nthrift_hbase_version = 1\nworkers = 3\nhttp_cpus = [1, 0]",
+        )
+        .unwrap();
+        assert_eq!(
+            config.thrift_listen,
+            Some("127.0.0.1:9091".parse().unwrap())
+        );
+        assert_eq!(config.thrift_workers, 8);
+        assert_eq!(config.thrift_transport, ThriftTransport::Framed);
+        assert_eq!(config.thrift_protocol, ThriftProtocol::Compact);
+        assert_eq!(config.thrift_api, HbaseApi::V1);
+        assert_eq!(config.workers, Some(3));
+        assert_eq!(config.http_cpus, [1, 0]);
+        for (text, expected) in [
+            ("thrift_hbase_version = 3", "server.thrift_hbase_version: 3"),
+            (
+                "thrift_listen = \"nowhere\"",
+                "server.thrift_listen: `nowhere`",
+            ),
+            (
+                "http_cpus = [0, 0]",
+                "server.http_cpus: CPU 0 is listed twice",
+            ),
+            ("http_cpus = [-1]", "server.http_cpus: -1"),
+            ("workers = 0", "server.workers: 0"),
+            ("thrift_workers = 0", "server.thrift_workers: 0"),
+            (
+                "thrift_protocol = \"json\"",
+                "server.thrift_protocol: thrift protocol `json` is not one of binary, compact",
+            ),
+            (
+                "thrift_lisen = \"127.0.0.1:1\"",
+                "server.thrift_lisen: unknown field",
+            ),
+            ("rowkey_cache_mb = 0", "server.rowkey_cache_mb: 0"),
+            ("rowkey_cache_mb = 100000", "server.rowkey_cache_mb: 100000"),
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+        assert_eq!(
+            parse("rowkey_cache_mb = 3").unwrap().rowkey_cache_bytes,
+            Some(3 << 20)
+        );
+    }
+}
