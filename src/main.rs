@@ -116,15 +116,8 @@ enum Command {
         listen: Option<SocketAddr>,
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
-        /// An API key with every scope, in addition to the config's [[security.keys]] (audit id
-        /// "cli"). At least 24 characters; `hbidx keys new` makes one.
-        #[arg(
-            long,
-            env = "HBIDX_API_KEY",
-            hide_env_values = true,
-            value_name = "KEY"
-        )]
-        api_key: Option<String>,
+        #[command(flatten)]
+        api_key: ApiKeyArg,
         /// Also serve the HBase Thrift1 API over the embedded store on ADDR (happybase and other
         /// HBase Thrift clients work against it) [default: `[server] thrift_listen`, else off].
         #[arg(long, value_name = "ADDR")]
@@ -146,15 +139,8 @@ enum Command {
         /// Load and index, print the summary, then exit instead of serving.
         #[arg(long)]
         no_serve: bool,
-        /// The API key the printed examples use (every scope). Without it (or HBIDX_API_KEY)
-        /// the demo generates one and prints it.
-        #[arg(
-            long,
-            env = "HBIDX_API_KEY",
-            hide_env_values = true,
-            value_name = "KEY"
-        )]
-        api_key: Option<String>,
+        #[command(flatten)]
+        api_key: ApiKeyArg,
         /// Also serve the HBase Thrift1 API over the embedded store on ADDR [default:
         /// `[server] thrift_listen`, else off].
         #[arg(long, value_name = "ADDR")]
@@ -183,14 +169,8 @@ enum Command {
         /// Work offline on this data dir (when no --server is given).
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
-        /// An API key with the admin scope, for --server (offline runs need none).
-        #[arg(
-            long,
-            env = "HBIDX_API_KEY",
-            hide_env_values = true,
-            value_name = "KEY"
-        )]
-        api_key: Option<String>,
+        #[command(flatten)]
+        api_key: ApiKeyArg,
     },
     /// Compare a table's index with its rows both ways and print a drift report: rows missing
     /// from the index, ghosts in the index, value mismatches, with counts and example rowkeys.
@@ -211,20 +191,30 @@ enum Command {
         server: Option<String>,
         #[arg(long, default_value = "data/hbidx")]
         data_dir: PathBuf,
-        /// An API key with the admin scope, for --server (offline runs need none).
-        #[arg(
-            long,
-            env = "HBIDX_API_KEY",
-            hide_env_values = true,
-            value_name = "KEY"
-        )]
-        api_key: Option<String>,
+        #[command(flatten)]
+        api_key: ApiKeyArg,
     },
     /// Make API keys for `[[security.keys]]`.
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
     },
+}
+
+/// `--api-key` / `HBIDX_API_KEY`, the same flag on every command that takes one.
+#[derive(clap::Args)]
+struct ApiKeyArg {
+    /// An API key. `serve` and `demo` accept it with every scope beside the config's
+    /// [[security.keys]] (audit id "cli"; at least 24 characters, `hbidx keys new` makes one;
+    /// without it the demo makes one and prints it). `reindex` and `verify` send it to
+    /// --server, which needs the admin scope; offline runs need none.
+    #[arg(
+        long = "api-key",
+        env = "HBIDX_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    key: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -322,7 +312,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             thrift_listen,
         } => {
             let config = tools::parse(&config_text)?;
-            let auth = hbidx_serve::serve_auth(&config, api_key.as_deref())?;
+            let auth = hbidx_serve::serve_auth(&config, api_key.key.as_deref())?;
             let http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             tokio_runtime()?.block_on(async move {
                 let runtime = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
@@ -359,7 +349,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 http_threads: hbidx_serve::HttpThreads::from_config(&config.server),
             };
             tokio_runtime()?.block_on(hbidx_bench::demo::run(
-                config, serving, data_dir, rows, no_serve, api_key,
+                config,
+                serving,
+                data_dir,
+                rows,
+                no_serve,
+                api_key.key,
             ))
         }
         Command::Bench(args) => {
@@ -383,7 +378,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (_, true) => "kafka",
                 _ => anyhow::bail!("say where to rebuild from: --from-store or --from-kafka"),
             };
-            with_server(&config_text, server, api_key, &data_dir, |url, key| {
+            with_server(&config_text, server, api_key.key, &data_dir, |url, key| {
                 tools::reindex(url, key, &table, from)
             })
         }
@@ -396,7 +391,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             data_dir,
             api_key,
         } => {
-            let drift = with_server(&config_text, server, api_key, &data_dir, |url, key| {
+            let drift = with_server(&config_text, server, api_key.key, &data_dir, |url, key| {
                 tools::verify(url, key, &table, sample, repair)
             })?;
             if drift > 0 {
