@@ -513,8 +513,7 @@ fn proxy_avro_events_build_the_same_index_as_json_events() {
             }],
         };
         for cell in &cells {
-            let payload =
-                hbidx_indexer::formats::encode_proxy("user_proxy", &rowkey, cell).unwrap();
+            let payload = hbidx_indexer::encode_proxy("user_proxy", &rowkey, cell).unwrap();
             avro_producer.send(&rowkey, &payload);
         }
         let json = match op {

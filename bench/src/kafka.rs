@@ -121,7 +121,7 @@ pub async fn run(
     for people in crate::bench::people_batches(rows) {
         for person in &people {
             let mutation = columns.mutation(&table, person, ts)?;
-            let payload = hbidx_indexer::formats::encode_json(&table, &mutation);
+            let payload = hbidx_indexer::encode_json(&table, &mutation);
             loop {
                 if deliveries.len() >= IN_FLIGHT {
                     await_delivery(&mut deliveries).await?;

@@ -1,39 +1,53 @@
-//! `hbidx-indexer`: keeps one tantivy index per table mapping indexed field values to rowkeys.
+//! `hbidx-indexer`: keeps one tantivy index per table mapping indexed field values to rowkeys,
+//! fed by a change stream.
 //!
-//! Data flow: a [`source::Source`] (the embedded change feed, or [`kafka`] with [`formats`])
-//! yields
-//! [`hbidx_schema::model::ChangeEvent`]s → [`pipeline`] applies them on the table's indexer
-//! thread through [`index::TableIndexWriter`], merging with per-row [`state`] → commits carry the
-//! source [`checkpoint`] as payload → [`index::TableSearcher`] answers lookups built from
-//! [`analysis::Condition`]s.
+//! Data flow: a [`Source`] (the embedded store's [`ChangeFeedSource`], or a [`KafkaSource`]
+//! decoding hbidx JSON or HBase Kafka Proxy Avro events) yields
+//! [`hbidx_schema::model::ChangeEvent`]s → the indexer thread ([`spawn`]) applies them through
+//! a [`TableIndexWriter`], merging each with the row's kept state → commits carry the source's
+//! [`Checkpoint`] as payload → a [`TableSearcher`] answers lookups built from [`Condition`]s.
+//!
+//! The modules are private; this list is the crate's whole API:
+//! - index: [`open_table_index`], [`TableIndexWriter`], [`TableSearcher`], [`WriterOptions`]
+//!   and their stats;
+//! - lookups: [`Condition`], [`ConditionOp`], [`MatchMode`], [`LookupPage`];
+//! - the indexer thread: [`spawn`], [`spawn_shadow`], [`spawn_with`], [`CommitPolicy`],
+//!   [`IndexerHandle`], [`IndexerStats`];
+//! - sources: [`Source`] and its kinds, [`Prefetch`], [`KafkaSource`], [`DeadLetterFile`],
+//!   [`ReplayTargets`]; event formats [`encode_json`], [`encode_proxy`];
+//! - write-through: [`KafkaPublisher`];
+//! - drift: [`diff_row`], [`kept_columns`], [`Drift`], [`DriftKind`].
 
-pub mod analysis;
-pub mod checkpoint;
-
+mod analysis;
+mod checkpoint;
 mod error;
 mod filters;
-pub mod formats;
-pub mod index;
-pub mod kafka;
-pub mod pipeline;
-pub mod prefetch;
-pub mod publisher;
-pub mod repair;
-pub mod source;
-pub mod state;
+mod formats;
+mod index;
+mod kafka;
+mod pipeline;
+mod prefetch;
+mod publisher;
+mod repair;
+mod source;
+mod state;
 
-pub use analysis::{Condition, MatchMode};
+pub use analysis::{Condition, ConditionOp, MatchMode};
 pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
 pub use filters::FilterStats;
+pub use formats::{EventFormat, encode_json, encode_proxy};
 pub use index::{
     CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, TableIndexWriter,
-    TableSearcher, WriterOptions, open_table_index,
+    TableSearcher, WriterOptions, committed_checkpoint, open_table_index, writer_heap_reserved,
 };
+pub use kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig, ReplayTargets, StartPolicy};
 pub use pipeline::{
     CommitPolicy, IndexerHandle, IndexerStats, PartitionStatus, spawn, spawn_shadow, spawn_with,
 };
 pub use prefetch::Prefetch;
+pub use publisher::KafkaPublisher;
+pub use repair::{Drift, DriftKind, diff_row, kept_columns};
 pub use source::{
     ApplyToStore, CHANGE_FEED, ChangeFeedSource, CommitBarrier, IdleSource, PartitionReport,
     Source, Waker,

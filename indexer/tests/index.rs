@@ -643,6 +643,6 @@ fn an_index_with_the_old_layout_is_a_schema_mismatch_with_a_readable_checkpoint(
         Err(other) => panic!("expected a schema mismatch, got {other}"),
         Ok(_) => panic!("an index with the old layout opened"),
     }
-    let read = hbidx_indexer::index::committed_checkpoint(dir.path()).unwrap();
+    let read = hbidx_indexer::committed_checkpoint(dir.path()).unwrap();
     assert_eq!(read.position(CHANGE_FEED, 0), Some(41));
 }

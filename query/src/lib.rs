@@ -48,7 +48,7 @@ pub struct TableRuntime {
     pub stats: Arc<IndexerStats>,
     /// Set when the table is fed from Kafka: write-through publishes its writes to the topic
     /// (so every replica sees them) instead of writing the store directly.
-    pub publisher: Option<hbidx_indexer::publisher::KafkaPublisher>,
+    pub publisher: Option<hbidx_indexer::KafkaPublisher>,
 }
 
 /// Request limits. Defaults are generous for people and tight enough for a sidecar.

@@ -8,7 +8,7 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hbidx_indexer::analysis::ConditionOp;
+use hbidx_indexer::ConditionOp;
 use hbidx_indexer::{Condition, MatchMode};
 use hbidx_schema::codec::printable;
 use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hbidx_indexer::repair::{diff_row, kept_columns};
+use hbidx_indexer::{diff_row, kept_columns};
 use tokio::sync::Semaphore;
 
 use crate::{SharedState, TableRuntime};

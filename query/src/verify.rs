@@ -21,7 +21,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use hbidx_indexer::repair::{Drift, DriftKind, diff_row, kept_columns};
+use hbidx_indexer::{Drift, DriftKind, diff_row, kept_columns};
 use hbidx_store::{RowState, ScanRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

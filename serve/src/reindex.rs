@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, ReplayTargets};
 use hbidx_indexer::{Checkpoint, IndexerHandle, WriterOptions};
+use hbidx_indexer::{DeadLetterFile, KafkaSource, ReplayTargets};
 use hbidx_query::SharedState;
 use hbidx_query::jobs::Reindexer;
 
@@ -274,7 +274,7 @@ async fn run_store(
         j.phase = "scanning".into();
         j.total = estimate;
     });
-    let columns = hbidx_indexer::repair::kept_columns(&table);
+    let columns = hbidx_indexer::kept_columns(&table);
     let rows = wiring.rows.clone();
     let options = wiring.writer_options.clone();
     let jobs_state = state.clone();
@@ -356,7 +356,7 @@ pub fn rebuild_outdated(
     store: &hbidx_store::EmbeddedStore,
     options: &WriterOptions,
 ) -> Result<()> {
-    let checkpoint = hbidx_indexer::index::committed_checkpoint(index_dir)
+    let checkpoint = hbidx_indexer::committed_checkpoint(index_dir)
         .with_context(|| format!("reading the checkpoint of {}", index_dir.display()))?;
     let shadow = shadow_dir(index_dir);
     if shadow.exists() {
@@ -368,7 +368,7 @@ pub fn rebuild_outdated(
     let (mut writer, searcher) = hbidx_indexer::open_table_index(&shadow, table.clone(), options)?;
     writer.seed_checkpoint(checkpoint);
     let mut request = hbidx_store::ScanRequest {
-        columns: Some(hbidx_indexer::repair::kept_columns(table)),
+        columns: Some(hbidx_indexer::kept_columns(table)),
         batch: SCAN_BATCH,
         ..Default::default()
     };

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hbidx_gateway::{ConfiguredTable, GatewayOptions, GatewayServer};
-use hbidx_indexer::kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig};
-use hbidx_indexer::publisher::KafkaPublisher;
+use hbidx_indexer::KafkaPublisher;
 use hbidx_indexer::{
     ApplyToStore, ChangeFeedSource, CommitPolicy, IdleSource, IndexerHandle, Prefetch, Source,
     WriterOptions,
 };
+use hbidx_indexer::{DeadLetterFile, KafkaSource, KafkaSourceConfig};
 use hbidx_query::{AppState, SharedState, TableRuntime};
 use hbidx_schema::config::{HbidxConfig, ServerConfig, TableConfig};
 use hbidx_schema::{MemoryBudget, MemoryPart};
@@ -381,7 +381,7 @@ fn memory_probe(
             .map(|part| {
                 let (used, budget_bytes) = match part {
                     MemoryPart::IndexWriters => (
-                        Some(hbidx_indexer::index::writer_heap_reserved()),
+                        Some(hbidx_indexer::writer_heap_reserved()),
                         budget.bytes(part),
                     ),
                     MemoryPart::StoreCache => (Some(store.block_cache_bytes), budget.bytes(part)),
