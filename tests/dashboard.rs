@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use hbidx_query::ops::{Sample, parse_exposition};
+use hbidx_query::{Sample, parse_exposition};
 use serde_json::{Value, json};
 use util::{Server, browser, eventually, get, get_text, put};
 
@@ -274,10 +274,7 @@ fn check_grafana(scraped: &[Sample]) {
     collect_queries(&dashboard, &mut queries);
     assert!(queries.len() >= 15, "{queries:?}");
     let exported: BTreeSet<&str> = scraped.iter().map(|s| s.name.as_str()).collect();
-    let catalogue: BTreeSet<&str> = hbidx_query::telemetry::CATALOGUE
-        .iter()
-        .map(|m| m.name)
-        .collect();
+    let catalogue: BTreeSet<&str> = hbidx_query::CATALOGUE.iter().map(|m| m.name).collect();
     // Exported only with a Kafka source (dead letters; tests/kafka.rs checks it) or the HBase
     // store (Thrift calls, breaker).
     let backend_only = [

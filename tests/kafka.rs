@@ -408,7 +408,7 @@ fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {
     assert_eq!(docs(&status, "user"), 3, "{status}");
     // The same numbers for Prometheus (issue 6), per table and source partition.
     let (_, text) = get_text(&server.url("/metrics"));
-    let metrics = hbidx_query::ops::parse_exposition(&text);
+    let metrics = hbidx_query::parse_exposition(&text);
     let value = |name: &str| {
         metrics
             .iter()

@@ -7,7 +7,7 @@ mod util;
 use std::path::Path;
 use std::time::Duration;
 
-use hbidx_query::ops::{Sample, parse_exposition};
+use hbidx_query::{Sample, parse_exposition};
 use serde_json::json;
 use util::{Server, cli, eventually, get, get_text, put};
 

@@ -387,7 +387,7 @@ pub async fn run(
     // dashboard sampler, which is also what drains the metrics' histogram samples into their
     // buckets every 2 s. Without it every lookup's samples pile up for the whole run (three
     // histograms a request): on the order of 100 MB more RSS by the end of the lookups.
-    let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
+    let sampler = hbidx_query::spawn_sampler(&runtime.state);
     let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
     let addr = server.addr;
     let script = data_dir.join("phones.lua");
@@ -520,7 +520,7 @@ pub async fn run(
     .await?;
     report.push(restart_row);
     report.extend(rss.phase_with_budget("restart", runtime.state.memory.as_ref()));
-    let sampler = hbidx_query::ops::spawn_sampler(&runtime.state);
+    let sampler = hbidx_query::spawn_sampler(&runtime.state);
     let client = api_client(&api_key)?;
     server.stop().await?;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use hbidx_query::telemetry::MemoryProbe;
+use hbidx_query::MemoryProbe;
 use serde::Serialize;
 
 /// One row of the report: a label, the human cell, and the numbers in it.
@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn budget_row_sums_the_counted_parts_against_the_whole_budget() {
-        use hbidx_query::telemetry::MemoryUse;
+        use hbidx_query::MemoryUse;
         const MIB: u64 = 1024 * 1024;
         let part = |name: &str, used: Option<u64>, budget: u64| MemoryUse {
             part: name.to_string(),

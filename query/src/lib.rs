@@ -5,20 +5,25 @@
 //! rows from the [`RowStore`](hbidx_store::RowStore), and re-checks every fetched row against the
 //! lookup before answering (an index entry whose row changed or vanished is dropped and counted).
 //!
-//! Ops: [`telemetry`] (Prometheus metrics, `GET /metrics`) and [`ops`] (`GET /dashboard` and
-//! the `GET /v1/ops/summary` it draws).
+//! Ops: telemetry.rs (Prometheus metrics, `GET /metrics`: [`install_recorder`], the metric
+//! [`CATALOGUE`], [`MemoryProbe`]) and ops.rs (`GET /dashboard` and the `GET /v1/ops/summary`
+//! it draws: [`spawn_sampler`]).
+//!
+//! The modules are private; [`auth`] is public as a whole (keys, scopes, the middleware), and
+//! the rest of the API is what lib.rs re-exports: [`app`], [`AppState`], [`TableRuntime`],
+//! [`ApiError`], [`Reindexer`], [`spawn_checker`], and the items above.
 
 pub mod auth;
 mod error;
 mod extract;
-pub mod jobs;
+mod jobs;
 mod lookup;
-pub mod openapi;
-pub mod ops;
-pub mod readiness;
+mod openapi;
+mod ops;
+mod readiness;
 mod repair;
-pub mod telemetry;
-pub mod verify;
+mod telemetry;
+mod verify;
 mod write;
 
 use std::collections::HashMap;
@@ -37,6 +42,10 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
 pub use error::{ApiError, ErrorResponse};
+pub use jobs::Reindexer;
+pub use ops::{Sample, parse_exposition, sample, spawn_sampler};
+pub use readiness::spawn_checker;
+pub use telemetry::{CATALOGUE, MemoryProbe, MemoryUse, install_recorder, prometheus_builder};
 
 /// Everything the service needs about one table.
 #[derive(Clone)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use hbidx_query::{app, telemetry};
+use hbidx_query::{app, prometheus_builder};
 
 mod util;
 
@@ -16,7 +16,7 @@ use util::{KEY, PHONE, call, send, state};
 // current_thread (the default): the local recorder is per thread.
 #[tokio::test]
 async fn requests_and_lookups_are_counted_without_values() {
-    let recorder = telemetry::prometheus_builder().unwrap().build_recorder();
+    let recorder = prometheus_builder().unwrap().build_recorder();
     let handle = recorder.handle();
     let _guard = metrics::set_default_local_recorder(&recorder);
     let dir = tempfile::tempdir().unwrap();
@@ -55,7 +55,7 @@ async fn requests_and_lookups_are_counted_without_values() {
     );
 
     // The sampler's parse of the same text finds the lookup route.
-    hbidx_query::ops::sample(&state);
+    hbidx_query::sample(&state);
     let (status, summary) = call(&router, "/v1/ops/summary").await;
     assert_eq!(status, StatusCode::OK);
     let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
@@ -100,7 +100,7 @@ async fn the_dashboard_is_one_self_contained_page() {
 
 #[tokio::test]
 async fn refusals_and_unknown_paths_are_counted_by_route_pattern() {
-    let recorder = telemetry::prometheus_builder().unwrap().build_recorder();
+    let recorder = prometheus_builder().unwrap().build_recorder();
     let handle = recorder.handle();
     let _guard = metrics::set_default_local_recorder(&recorder);
     let dir = tempfile::tempdir().unwrap();

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 use hbidx_indexer::{Checkpoint, IndexerHandle, WriterOptions};
 use hbidx_indexer::{DeadLetterFile, KafkaSource, ReplayTargets};
+use hbidx_query::Reindexer;
 use hbidx_query::SharedState;
-use hbidx_query::jobs::Reindexer;
 
 use crate::server::{Indexers, Wiring};
 

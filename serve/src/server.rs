@@ -158,7 +158,7 @@ fn open_or_rebuild_index(
 fn metrics_handle() -> Option<PrometheusHandle> {
     static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
     HANDLE
-        .get_or_init(|| match hbidx_query::telemetry::install_recorder() {
+        .get_or_init(|| match hbidx_query::install_recorder() {
             Ok(handle) => Some(handle),
             Err(err) => {
                 tracing::warn!(error = %err, "metrics recorder not installed; /metrics is off");
@@ -362,7 +362,7 @@ fn memory_probe(
     budget: MemoryBudget,
     embedded: Option<Arc<EmbeddedStore>>,
     state: &AppState,
-) -> hbidx_query::telemetry::MemoryProbe {
+) -> hbidx_query::MemoryProbe {
     let searchers: Vec<hbidx_indexer::TableSearcher> =
         state.tables.values().map(|t| t.searcher.clone()).collect();
     Arc::new(move || {
@@ -391,7 +391,7 @@ fn memory_probe(
                     MemoryPart::RowkeyCache => (Some(rowkeys.0), rowkeys.1),
                     MemoryPart::SourceBuffers => (None, budget.bytes(part)),
                 };
-                hbidx_query::telemetry::MemoryUse {
+                hbidx_query::MemoryUse {
                     part: part.name().to_string(),
                     used_bytes: used,
                     budget_bytes,
@@ -471,9 +471,9 @@ impl Runtime {
     /// Serves HTTP until Ctrl-C / SIGTERM, then commits and stops the indexers.
     pub async fn serve(self, http: crate::http::HttpServer) -> Result<()> {
         // Feeds the dashboard; it stops by itself once the state is dropped.
-        let _sampler = hbidx_query::ops::spawn_sampler(&self.state);
+        let _sampler = hbidx_query::spawn_sampler(&self.state);
         // What /readyz answers from; the same.
-        let _readiness = hbidx_query::readiness::spawn_checker(&self.state);
+        let _readiness = hbidx_query::spawn_checker(&self.state);
         http.run(shutdown_signal()).await?;
         tracing::info!("shutting down: committing indexes");
         self.shutdown_indexers().await
