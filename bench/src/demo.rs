@@ -2,12 +2,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use hbidx_schema::config::{FieldKind, HbidxConfig, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
 use indicatif::{ProgressBar, ProgressStyle};
+
+pub(crate) use hbidx_store::now_ms;
 
 use crate::people::{PeopleGen, Person};
 
@@ -98,13 +100,6 @@ impl PersonColumns {
             ops: vec![put(&self.phone, phone, ts), put(&self.name, name, ts)],
         })
     }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 pub fn demo_table(config: &HbidxConfig) -> Result<&TableConfig> {

@@ -26,6 +26,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{ChangeEvent, Mutation};
+use hbidx_store::now_ms;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::message::Message;
 use rdkafka::types::RDKafkaRespErr;
@@ -65,13 +66,6 @@ pub(crate) fn kafka_error(source_name: &str, err: impl std::fmt::Display) -> Ind
         source_name: source_name.to_string(),
         reason: err.to_string(),
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// State shared between the source and the rebalance callback (which runs inside `poll`).

@@ -4,10 +4,10 @@
 //! progress and, for verify, the drift report. The work itself is done by a [`Reindexer`] that the
 //! binary provides, because only it knows how the table's sources and directories are wired.
 
+use hbidx_store::now_ms;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -49,13 +49,6 @@ pub struct JobStatus {
     pub report: Option<crate::verify::DriftReport>,
     pub started_ms: i64,
     pub finished_ms: Option<i64>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Every job of this process (kept until restart; they are few).

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
@@ -25,6 +25,7 @@ use hbidx_indexer::CHANGE_FEED;
 use hbidx_schema::codec::printable;
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
+use hbidx_store::now_ms;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -103,13 +104,6 @@ fn offset_of(receipt: &hbidx_store::WriteReceipt, table: &str) -> Option<i64> {
 /// the future outlives every delete made before that time, which a row delete without a
 /// timestamp can't reach: the row seems undeletable.
 const MAX_FUTURE_TS_MS: i64 = 24 * 60 * 60 * 1000;
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 fn took_ms(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1e6).round() / 1e3

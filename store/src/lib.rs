@@ -18,6 +18,7 @@
 
 mod api;
 mod breaker;
+mod clock;
 mod embedded;
 mod error;
 mod hbase;
@@ -28,6 +29,7 @@ mod thrift1;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;
+pub use clock::now_ms;
 pub use embedded::{
     EmbeddedStore, EmbeddedStoreOptions, StoreMemory, TableInfo, TableOrigin, TableSpec,
 };
