@@ -18,6 +18,7 @@ use crate::source::Source;
 
 mod indexer_loop;
 mod report;
+mod schedule;
 
 /// When to commit. The defaults make an event searchable within ~50-100 ms of reaching the
 /// indexer while still batching bulk loads into large commits.
@@ -217,7 +218,7 @@ fn start(
             .spawn(move || {
                 let metrics =
                     export_metrics.then(|| report::IndexerMetrics::new(&table_for_thread));
-                indexer_loop::run(
+                indexer_loop::IndexerLoop::new(
                     &mut writer,
                     source.as_mut(),
                     &policy,
@@ -225,7 +226,8 @@ fn start(
                     &stop,
                     &publish,
                     metrics.as_ref(),
-                );
+                )
+                .run();
                 if let Err(err) = writer.finish() {
                     tracing::warn!(table = %table_for_thread, error = %err, "waiting for index merges failed");
                 }
