@@ -38,8 +38,9 @@ pub use error::{IndexerError, Result};
 pub use filters::FilterStats;
 pub use formats::{EventFormat, encode_json, encode_proxy};
 pub use index::{
-    CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, TableIndexWriter,
-    TableSearcher, WriterOptions, committed_checkpoint, open_table_index, writer_heap_reserved,
+    ApplyOutcome, CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, RowsPage,
+    TableIndexWriter, TableSearcher, WriterOptions, committed_checkpoint, open_table_index,
+    writer_heap_reserved,
 };
 pub use kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig, ReplayTargets, StartPolicy};
 pub use pipeline::{

@@ -1,0 +1,139 @@
+//! One tantivy index per table: the writer side ([`TableIndexWriter`], owned by the table's
+//! indexer thread) and the read side ([`TableSearcher`], cheap to clone, used by the query
+//! service).
+//!
+//! Document layout (see ARCHITECTURE.md):
+//! - `_rk`: the rowkey's bytes. Indexed (upserts delete by this term) and a fast field (lookups
+//!   rank its term ordinals, which sort like the bytes: HBase's rowkey order). Not stored: the
+//!   column gives it back. Raw bytes rather than hex text: half the bytes in every term to sort,
+//!   write and compare (on the order of 15% of the indexing CPU).
+//! - `_key`: declared and never written, so that indexes that have it still open. Nothing reads
+//!   a natural key from the index, and rebuilding it per event (the codec re-hashes the key to
+//!   check an md5 prefix) costs more than encoding the row state.
+//! - `_state`: the row's [`RowState`](crate::state::RowState), stored (see `state.rs` for why):
+//!   the latest version of every indexed column and of every covered column, so a lookup that
+//!   wants only those is answered from the index ([`TableSearcher::kept_rows`]).
+//! - `_covered.{column}`: one per covered column, neither indexed nor stored: it only makes the
+//!   schema say which columns `_state` covers, so changing `covered` is a schema change and the
+//!   server rebuilds the index, which fills the new columns in.
+//! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
+//!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`. A phone field's own field is declared
+//!   and left empty: its reversed digits in `__tail` answer exact lookups too.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use hbidx_schema::config::TableConfig;
+use tantivy::directory::MmapDirectory;
+use tantivy::{Index, IndexWriter, ReloadPolicy, TantivyDocument};
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{IndexerError, Result};
+
+mod rowkey_cache;
+mod scan;
+mod schema;
+mod searcher;
+mod stats;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+pub use rowkey_cache::{DEFAULT_ROWKEY_CACHE_BYTES, RowkeyCacheStats};
+pub use scan::{CoveredSize, LiveRowkeys, RowsPage};
+pub use searcher::{LookupPage, TableSearcher};
+pub use stats::IndexStats;
+pub use writer::{ApplyOutcome, TableIndexWriter, writer_heap_reserved};
+
+use schema::build_schema;
+use writer::HeapReservation;
+
+/// Opens (or creates) the index of `table` under `dir`. The returned searcher and writer share
+/// one `Index`. Only one process may hold the writer of a directory (tantivy takes a lock).
+pub fn open_table_index(
+    dir: &Path,
+    table: Arc<TableConfig>,
+    options: &WriterOptions,
+) -> Result<(TableIndexWriter, TableSearcher)> {
+    std::fs::create_dir_all(dir).map_err(|err| IndexerError::Directory {
+        path: dir.display().to_string(),
+        reason: err.to_string(),
+    })?;
+    let (schema, fields) = build_schema(&table);
+    let directory = MmapDirectory::open(dir).map_err(|err| IndexerError::Directory {
+        path: dir.display().to_string(),
+        reason: err.to_string(),
+    })?;
+    // Not `Index::open_or_create`: on a schema mismatch it fails with a generic schema error,
+    // and the server must tell this case apart to rebuild the index.
+    let index = if Index::exists(&directory).map_err(tantivy::TantivyError::from)? {
+        let index = Index::open(directory)?;
+        if index.schema() != schema {
+            return Err(IndexerError::SchemaMismatch {
+                path: dir.display().to_string(),
+            });
+        }
+        index
+    } else {
+        Index::create(directory, schema, tantivy::IndexSettings::default())?
+    };
+    let checkpoint = Checkpoint::from_payload(index.load_metas()?.payload.as_deref())?;
+    let writer: IndexWriter<TantivyDocument> =
+        index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
+    let heap = HeapReservation::new(options.memory_budget_bytes as u64);
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    let fields = Arc::new(fields);
+    let searcher = TableSearcher::new(
+        table.clone(),
+        reader,
+        fields.clone(),
+        options.rowkey_cache_bytes,
+    );
+    let rows = searcher.stats().rows;
+    let writer = TableIndexWriter::new(
+        table,
+        writer,
+        fields,
+        searcher.clone(),
+        checkpoint,
+        rows,
+        heap,
+    );
+    Ok((writer, searcher))
+}
+
+/// The checkpoint committed in the index under `dir`, whatever schema it was built with: where
+/// a rebuild of an index with an outdated schema resumes its source.
+pub fn committed_checkpoint(dir: &Path) -> Result<Checkpoint> {
+    let index = Index::open_in_dir(dir)?;
+    Checkpoint::from_payload(index.load_metas()?.payload.as_deref())
+}
+
+/// Tuning of the tantivy writer.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    pub threads: usize,
+    pub memory_budget_bytes: usize,
+    /// Budget of the searcher's cache of decoded rowkeys
+    /// ([`RowkeyCache`](rowkey_cache::RowkeyCache)), in bytes.
+    pub rowkey_cache_bytes: u64,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            threads: 2,
+            memory_budget_bytes: 256 << 20,
+            rowkey_cache_bytes: DEFAULT_ROWKEY_CACHE_BYTES,
+        }
+    }
+}
+
+/// How a rowkey appears in logs and errors: a hash, never the bytes. Some rowkey designs are
+/// built from the phone itself (reversal), and logs must not carry phone numbers.
+pub fn rowkey_ref(rowkey: &[u8]) -> String {
+    format!("#{:016x}", xxhash_rust::xxh3::xxh3_64(rowkey))
+}

@@ -1,0 +1,296 @@
+//! Walks over a whole table index rather than lookups: every live row, pages of rows in rowkey
+//! order, random samples, the live rowkeys of the region report and covered columns' sizes.
+//! They serve verify and the ops endpoints, not the lookup path.
+
+use tantivy::columnar::BytesColumn;
+use tantivy::schema::IndexRecordOption;
+use tantivy::{DocAddress, DocSet, Term};
+
+use crate::error::Result;
+use crate::state::RowState;
+
+use super::searcher::TableSearcher;
+
+/// The rowkey of document `doc` from its segment's `_rk` column; `None` for a document without
+/// one (the indexer writes none).
+pub(super) fn rowkey_at(column: &BytesColumn, doc: tantivy::DocId) -> Result<Option<Vec<u8>>> {
+    let Some(ord) = column.term_ords(doc).next() else {
+        return Ok(None);
+    };
+    let mut rowkey = Vec::new();
+    column
+        .ord_to_bytes(ord, &mut rowkey)
+        .map_err(tantivy::TantivyError::from)?;
+    Ok(Some(rowkey))
+}
+
+/// What [`TableSearcher::live_rowkeys_sample`] read.
+#[derive(Debug, Clone, Default)]
+pub struct LiveRowkeys {
+    /// All live rowkeys, or an evenly spaced sample of them, in no particular order.
+    pub rowkeys: Vec<Vec<u8>>,
+    /// How many rows are live (exact, whether or not the rowkeys are a sample).
+    pub live: u64,
+}
+
+/// Live rows in rowkey order and the cursor after them ([`TableSearcher::rows_after`]).
+pub type RowsPage = (Vec<(Vec<u8>, RowState)>, Option<Vec<u8>>);
+
+/// What one covered column costs in a table's index ([`TableSearcher::covered_sizes`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct CoveredSize {
+    /// `family:qualifier`.
+    pub column: String,
+    /// Bytes of the column in the index's row states (estimated from `sampled` rows).
+    pub bytes: u64,
+    /// Live rows that have a value for it (estimated likewise).
+    pub rows: u64,
+    /// Live rows read for the estimate.
+    pub sampled: u64,
+}
+
+impl TableSearcher {
+    /// Every live rowkey with its indexed values (column → raw value), in no particular order.
+    /// Used by verify and by tests that compare the index with ground truth.
+    pub fn all_rows(&self) -> Result<Vec<(Vec<u8>, RowState)>> {
+        let searcher = self.reader().searcher();
+        let columns = self.rowkey_columns(&searcher)?;
+        let mut out = Vec::new();
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let Some(column) = &columns[segment_ord] else {
+                continue;
+            };
+            let alive = segment.alive_bitset();
+            for doc_id in 0..segment.max_doc() {
+                if alive.is_some_and(|bits| !bits.is_alive(doc_id)) {
+                    continue;
+                }
+                let Some(rowkey) = rowkey_at(column, doc_id)? else {
+                    continue;
+                };
+                let address = DocAddress::new(segment_ord as u32, doc_id);
+                let state = self.state_at(&searcher, address, &rowkey)?;
+                if state.has_values() {
+                    out.push((rowkey, state));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The next live rows after `after` (exclusive; `None`: from the start) in rowkey order,
+    /// with their indexed and covered values, for a full verify that walks the index beside a
+    /// store scan in constant memory. At most `limit` rowkeys are read; documents that only
+    /// remember tombstones are among them but not returned (as in [`Self::all_rows`]). The
+    /// cursor is the last rowkey read, `None` once the index has no more.
+    ///
+    /// Each segment's `_rk` term dictionary is sorted, so the first `limit` live rowkeys of the
+    /// index are among the first `limit` of each segment.
+    pub fn rows_after(&self, after: Option<&[u8]>, limit: usize) -> Result<RowsPage> {
+        let searcher = self.reader().searcher();
+        let mut found: Vec<(Vec<u8>, DocAddress)> = Vec::new();
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let inverted = segment.inverted_index(self.fields.rowkey)?;
+            let alive = segment.alive_bitset();
+            let mut range = inverted.terms().range();
+            if let Some(after) = after {
+                range = range.gt(after);
+            }
+            let mut stream = range.into_stream().map_err(tantivy::TantivyError::from)?;
+            let mut taken = 0;
+            while taken < limit && stream.advance() {
+                let mut postings = inverted
+                    .read_postings_from_terminfo(stream.value(), IndexRecordOption::Basic)
+                    .map_err(tantivy::TantivyError::from)?;
+                let mut doc = postings.doc();
+                while doc != tantivy::TERMINATED {
+                    if alive.is_none_or(|bits| bits.is_alive(doc)) {
+                        let address = DocAddress::new(segment_ord as u32, doc);
+                        found.push((stream.key().to_vec(), address));
+                        taken += 1;
+                        break;
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let cursor = (found.len() >= limit && limit > 0)
+            .then(|| found.get(limit - 1).map(|(key, _)| key.clone()))
+            .flatten();
+        found.truncate(limit);
+        let mut rows = Vec::with_capacity(found.len());
+        for (rowkey, address) in found {
+            let state = self.state_at(&searcher, address, &rowkey)?;
+            if state.has_values() {
+                rows.push((rowkey, state));
+            }
+        }
+        Ok((rows, cursor))
+    }
+
+    /// Up to `n` live rows picked at random (document addresses drawn uniformly; a few extra
+    /// draws cover deleted and tombstone-only documents). For `hbidx verify --sample`.
+    pub fn sample_rows(&self, n: usize, seed: u64) -> Result<Vec<(Vec<u8>, RowState)>> {
+        use rand::{Rng, SeedableRng};
+        let searcher = self.reader().searcher();
+        let segments = searcher.segment_readers();
+        let total: u64 = segments.iter().map(|s| u64::from(s.max_doc())).sum();
+        if total == 0 || n == 0 {
+            return Ok(Vec::new());
+        }
+        if (n as u64) * 2 >= total {
+            let mut all = self.all_rows()?;
+            all.truncate(n);
+            return Ok(all);
+        }
+        let columns = self.rowkey_columns(&searcher)?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n.saturating_mul(4) {
+            if out.len() == n {
+                break;
+            }
+            let mut pick = rng.random_range(0..total);
+            let mut segment_ord = 0;
+            while pick >= u64::from(segments[segment_ord].max_doc()) {
+                pick -= u64::from(segments[segment_ord].max_doc());
+                segment_ord += 1;
+            }
+            let doc_id = pick as u32;
+            if !seen.insert((segment_ord, doc_id)) {
+                continue;
+            }
+            let segment = &segments[segment_ord];
+            if segment
+                .alive_bitset()
+                .is_some_and(|bits| !bits.is_alive(doc_id))
+            {
+                continue;
+            }
+            let Some(rowkey) = columns[segment_ord]
+                .as_ref()
+                .map(|column| rowkey_at(column, doc_id))
+                .transpose()?
+                .flatten()
+            else {
+                continue;
+            };
+            let address = DocAddress::new(segment_ord as u32, doc_id);
+            let state = self.state_at(&searcher, address, &rowkey)?;
+            if state.has_values() {
+                out.push((rowkey, state));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Live rowkeys (rows with at least one visible value) for the region report: all of them
+    /// when there are at most `max`, else an evenly spaced sample of about `max` (every k-th
+    /// live document in index order), with the exact live count next to it. Reads only the
+    /// `_live` postings and the `_rk` fast-field column, never stored documents. Walking the
+    /// postings costs ~1 ns a row; reading a rowkey from the column's dictionary costs ~1 µs,
+    /// and the rowkeys are kept in memory, so a bounded sample keeps a report over a table of
+    /// 100M rows at a fraction of a second and a few MB instead of minutes and gigabytes.
+    /// Blocking: call it from a blocking thread.
+    pub fn live_rowkeys_sample(&self, max: usize) -> Result<LiveRowkeys> {
+        let searcher = self.reader().searcher();
+        // Pass 1 counts the live rows, pass 2 reads every `stride`-th one.
+        let live = self.walk_live(&searcher, |_, _, _| Ok(()))?;
+        let stride = live.div_ceil(max.max(1) as u64).max(1);
+        let mut rowkeys = Vec::new();
+        self.walk_live(&searcher, |i, _, read| {
+            if i % stride == 0
+                && let Some(rowkey) = read()?
+            {
+                rowkeys.push(rowkey);
+            }
+            Ok(())
+        })?;
+        Ok(LiveRowkeys { rowkeys, live })
+    }
+
+    /// The bytes each covered column takes in the index (its values, names and timestamps in
+    /// the rows' `_state`), estimated from at most `max` live rows read evenly across the index
+    /// and scaled to all of them: exact for tables of up to `max` rows. Blocking: call it from
+    /// a blocking thread.
+    pub fn covered_sizes(&self, max: usize) -> Result<Vec<CoveredSize>> {
+        let covered = &self.table.covered;
+        if covered.is_empty() {
+            return Ok(Vec::new());
+        }
+        let searcher = self.reader().searcher();
+        let live = self.walk_live(&searcher, |_, _, _| Ok(()))?;
+        let stride = live.div_ceil(max.max(1) as u64).max(1);
+        let mut bytes = vec![0u64; covered.len()];
+        let mut rows = vec![0u64; covered.len()];
+        let mut sampled = 0u64;
+        self.walk_live(&searcher, |i, address, _| {
+            if i % stride == 0 {
+                sampled += 1;
+                let state = self.state_at(&searcher, address, b"")?;
+                for (n, column) in covered.iter().enumerate() {
+                    if let Some(value) = state.value(column) {
+                        // The value, its column name and an i64 timestamp (postcard varints
+                        // make the real figure a little smaller).
+                        bytes[n] += (value.len() + column.len() + 8) as u64;
+                        rows[n] += 1;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        let scale = |sampled_count: u64| {
+            if sampled == 0 {
+                0
+            } else {
+                (sampled_count as f64 * live as f64 / sampled as f64).round() as u64
+            }
+        };
+        Ok(covered
+            .iter()
+            .enumerate()
+            .map(|(n, column)| CoveredSize {
+                column: column.clone(),
+                bytes: scale(bytes[n]),
+                rows: scale(rows[n]),
+                sampled,
+            })
+            .collect())
+    }
+
+    /// Calls `visit(i, address, read_rowkey)` for the i-th live document over all segments, in
+    /// index order, and returns how many there are. `read_rowkey` reads that document's `_rk`.
+    fn walk_live(
+        &self,
+        searcher: &tantivy::Searcher,
+        mut visit: impl FnMut(u64, DocAddress, &dyn Fn() -> Result<Option<Vec<u8>>>) -> Result<()>,
+    ) -> Result<u64> {
+        let term = Term::from_field_text(self.fields.live, "1");
+        let mut seen = 0u64;
+        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
+            let Some(mut postings) = segment
+                .inverted_index(self.fields.live)?
+                .read_postings(&term, IndexRecordOption::Basic)
+                .map_err(tantivy::TantivyError::from)?
+            else {
+                continue;
+            };
+            let Some(column) = segment.fast_fields().bytes("_rk")? else {
+                continue;
+            };
+            let alive = segment.alive_bitset();
+            let mut doc = postings.doc();
+            while doc != tantivy::TERMINATED {
+                if alive.is_none_or(|bits| bits.is_alive(doc)) {
+                    let address = DocAddress::new(segment_ord as u32, doc);
+                    visit(seen, address, &|| rowkey_at(&column, doc))?;
+                    seen += 1;
+                }
+                doc = postings.advance();
+            }
+        }
+        Ok(seen)
+    }
+}

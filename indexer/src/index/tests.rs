@@ -1,0 +1,271 @@
+use hbidx_schema::model::{CellOp, Mutation};
+
+use super::*;
+
+#[test]
+fn rowkeys_are_hashed_for_logs() {
+    // A reversal design: the rowkey is the phone number reversed.
+    let rowkey = b"00083100831";
+    let shown = rowkey_ref(rowkey);
+    assert!(!shown.contains("00083100831") && !shown.contains("13800138000"));
+    assert_eq!(
+        shown,
+        rowkey_ref(rowkey),
+        "stable, so log lines of one row match"
+    );
+    assert_ne!(shown, rowkey_ref(b"00083100832"));
+}
+
+/// Writer options with one indexing thread: each commit writes exactly one segment.
+fn one_thread() -> WriterOptions {
+    WriterOptions {
+        threads: 1,
+        ..WriterOptions::default()
+    }
+}
+
+/// The example config's `user` table and an empty index of it in a fresh directory.
+fn user_index() -> (
+    tempfile::TempDir,
+    Arc<TableConfig>,
+    TableIndexWriter,
+    TableSearcher,
+) {
+    let config =
+        hbidx_schema::parse_config(include_str!("../../../deploy/config/hbidx.toml")).unwrap();
+    let table = Arc::new(config.table("user").unwrap().clone());
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, searcher) = open_table_index(dir.path(), table.clone(), &one_thread()).unwrap();
+    (dir, table, writer, searcher)
+}
+
+fn mutation(table: &TableConfig, key: &str, ts: i64, op: Option<&str>) -> Mutation {
+    let ops = match op {
+        Some(name) => vec![CellOp::Put {
+            column: "info:name".into(),
+            ts,
+            value: name.as_bytes().to_vec(),
+        }],
+        None => vec![CellOp::DeleteRow { ts }],
+    };
+    Mutation {
+        table: table.name.clone(),
+        rowkey: table.rowkey.encode(key).unwrap(),
+        ops,
+    }
+}
+
+/// Paging through `rows_after` with a small limit returns every live row of every segment
+/// once, in rowkey order, and skips deleted rows and tombstone-only documents.
+#[test]
+fn rows_after_pages_through_live_rows_in_rowkey_order() {
+    let (_dir, table, mut writer, searcher) = user_index();
+    let mut offset = 0;
+    let mut expected = std::collections::BTreeSet::new();
+    for segment in 0..3 {
+        for i in 0..20 {
+            offset += 1;
+            let key = format!("u{}", segment * 100 + i * 7 % 20);
+            let event = mutation(&table, &key, offset, Some("张三"));
+            writer.apply(&event, "t", 0, offset).unwrap();
+            expected.insert(table.rowkey.encode(&key).unwrap());
+        }
+        writer.commit().unwrap();
+    }
+    // A row deleted (a tombstone-only document) and a row updated into a later segment.
+    for (key, op) in [("u5", None), ("u107", Some("李四"))] {
+        offset += 1;
+        let event = mutation(&table, key, offset, op);
+        writer.apply(&event, "t", 0, offset).unwrap();
+    }
+    writer.commit().unwrap();
+    expected.remove(&table.rowkey.encode("u5").unwrap());
+    let mut seen = Vec::new();
+    let mut cursor: Option<Vec<u8>> = None;
+    loop {
+        let (rows, next) = searcher.rows_after(cursor.as_deref(), 7).unwrap();
+        seen.extend(rows.into_iter().map(|(key, _)| key));
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<Vec<u8>> = expected.into_iter().collect();
+    assert_eq!(seen, expected);
+}
+
+/// A lookup's state reads (covered columns) use built filters but never build one: they run
+/// on the async runtime. The indexer's probes build them.
+#[test]
+fn only_the_indexer_side_builds_rowkey_filters() {
+    let (_dir, table, mut writer, searcher) = user_index();
+    let event = mutation(&table, "u1", 1, Some("张三"));
+    writer.apply(&event, "t", 0, 1).unwrap();
+    writer.commit().unwrap();
+    let rowkey = table.rowkey.encode("u1").unwrap();
+    let found = searcher.kept_rows(std::slice::from_ref(&rowkey)).unwrap();
+    assert!(found[0].is_some());
+    assert_eq!(searcher.rowkey_filter_stats().filters, 0);
+    assert!(searcher.committed_state(&rowkey).unwrap().is_some());
+    assert_eq!(searcher.rowkey_filter_stats().filters, 1);
+}
+
+/// Rows spread over several segments are found through their segments' rowkey filters,
+/// whether a filter was built inline or on its own thread, and rows no segment has are
+/// answered from the filters alone.
+#[test]
+fn rowkey_filters_find_every_row_and_skip_segments_without_it() {
+    for inline in [true, false] {
+        let (_dir, table, mut writer, searcher) = user_index();
+        if !inline {
+            searcher.rowkey_filters.set_inline_max_docs(0);
+        }
+        let mut offset = 0;
+        // Four segments of 50 rows each.
+        for segment in 0..4 {
+            for i in 0..50 {
+                offset += 1;
+                let key = format!("u{segment}-{i}");
+                let event = mutation(&table, &key, offset, Some("张三"));
+                writer.apply(&event, "t", 0, offset).unwrap();
+            }
+            writer.commit().unwrap();
+        }
+        let rowkey = |key: &str| table.rowkey.encode(key).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            // Every row is found in its segment (a filter never hides a row, built or not).
+            for segment in 0..4 {
+                for i in [0, 17, 49] {
+                    let state = searcher
+                        .committed_state(&rowkey(&format!("u{segment}-{i}")))
+                        .unwrap();
+                    assert!(state.is_some(), "u{segment}-{i}");
+                }
+            }
+            assert!(
+                searcher
+                    .committed_state(&rowkey("nobody"))
+                    .unwrap()
+                    .is_none()
+            );
+            if searcher.rowkey_filter_stats().filters == 4 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "filters built: {:?}",
+                searcher.rowkey_filter_stats()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(searcher.rowkey_filter_stats().bytes > 0);
+        // An update of a row of the first segment replaces its document (the probe found
+        // it behind the filters): still 200 documents and rows.
+        offset += 1;
+        let event = mutation(&table, "u0-3", offset, Some("李四"));
+        writer.apply(&event, "t", 0, offset).unwrap();
+        writer.commit().unwrap();
+        let stats = searcher.stats();
+        assert_eq!((stats.rows, stats.docs), (200, 200), "inline: {inline}");
+        // Merged into one segment, the four filters give way to the merged segment's.
+        assert!(writer.compact(u64::MAX).unwrap());
+        while searcher.stats().segments > 1 {
+            assert!(std::time::Instant::now() < deadline);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            searcher
+                .committed_state(&rowkey("u3-49"))
+                .unwrap()
+                .is_some()
+        );
+        while searcher.rowkey_filter_stats().filters != 1 {
+            assert!(std::time::Instant::now() < deadline);
+            assert!(searcher.committed_state(&rowkey("u2-2")).unwrap().is_some());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn the_writer_counts_live_rows_as_it_goes_and_measures_only_changed_segments() {
+    let (dir, table, mut writer, searcher) = user_index();
+    let options = one_thread();
+    let mut offset = 0;
+    let mut apply = |writer: &mut TableIndexWriter, key: &str, op: Option<&str>| {
+        offset += 1;
+        let event = mutation(&table, key, offset, op);
+        writer.apply(&event, "t", 0, offset).unwrap();
+    };
+    for key in ["u1", "u2", "u3"] {
+        apply(&mut writer, key, Some("张三"));
+    }
+    // An update of a row added in the same batch is still one row.
+    apply(&mut writer, "u3", Some("张三丰"));
+    writer.commit().unwrap();
+    assert_eq!(writer.stats().rows, 3);
+    assert_eq!(searcher.stats().rows, 3, "the walk agrees");
+    // Mark the remembered size of the first segment: if the next call measured it again,
+    // the mark would be gone.
+    {
+        let mut cache = searcher.segment_bytes.lock().unwrap();
+        assert_eq!(cache.len(), 1);
+        *cache.values_mut().next().unwrap() += 1_000_000;
+    }
+    let marked = writer.stats().bytes;
+    assert!(
+        marked > 1_000_000,
+        "an unchanged segment is not measured again"
+    );
+
+    // The running count is what the writer reports: mark it too. A walk would lose the mark.
+    writer.rows += 1000;
+    apply(&mut writer, "u4", Some("李四"));
+    apply(&mut writer, "u5", Some("李四"));
+    writer.commit().unwrap();
+    let stats = writer.stats();
+    assert_eq!((stats.rows, stats.segments), (1005, 2));
+    assert!(stats.bytes > marked, "only the new segment was added");
+    writer.rows -= 1000;
+
+    // Deleting u1 marks its document in the first segment deleted (its deletes bitset is
+    // added, the rest is still remembered) and leaves a tombstone-only document, which is
+    // not a row.
+    apply(&mut writer, "u1", None);
+    // A rolled-back change is not counted.
+    writer.commit().unwrap();
+    apply(&mut writer, "u2", None);
+    writer.rollback().unwrap();
+    let stats = writer.stats();
+    assert_eq!((stats.rows, stats.docs), (4, 5));
+    assert!(
+        stats.bytes > marked,
+        "the first segment's size is still the marked one"
+    );
+    assert_eq!(searcher.stats().rows, 4, "the walk agrees");
+    // A row deleted and put again is live again.
+    apply(&mut writer, "u1", Some("王五"));
+    writer.commit().unwrap();
+    assert_eq!(writer.stats().rows, 5);
+    assert_eq!(searcher.stats().rows, 5);
+    // Compacted into one segment, the merged-away ones are forgotten, and the size is the
+    // real one again.
+    assert!(writer.compact(u64::MAX).unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while writer.stats().segments > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stats = writer.stats();
+    assert_eq!((stats.segments, stats.rows), (1, 5));
+    assert!(stats.bytes < 1_000_000);
+    assert_eq!(searcher.segment_bytes.lock().unwrap().len(), 1);
+    // Clearing empties the count with the index; a reopened writer counts from the index.
+    writer.clear().unwrap();
+    assert_eq!(writer.stats().rows, 0);
+    apply(&mut writer, "u6", Some("赵六"));
+    writer.commit().unwrap();
+    drop(writer);
+    let (writer, _) = open_table_index(dir.path(), table.clone(), &options).unwrap();
+    assert_eq!(writer.stats().rows, 1);
+}

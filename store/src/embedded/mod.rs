@@ -1,0 +1,505 @@
+//! The embedded row store: HBase's data model on fjall, an LSM-tree engine like HBase's own, with
+//! a change feed written atomically with every row write.
+//!
+//! # On-disk layout
+//!
+//! One fjall database per data directory, holding per table `T`:
+//!
+//! - keyspace `rows.<esc(T)>`: key = raw rowkey bytes, value = the row state (format byte +
+//!   postcard; see [`crate::row_state`]). One key per row, so a multi-get is one point read per
+//!   row and a scan is a plain range scan.
+//! - keyspace `feed.<esc(T)>`: key = big-endian `u64` sequence number (1, 2, 3, …, in commit
+//!   order), value = the postcard-encoded [`Mutation`] exactly as it was submitted.
+//!
+//! plus the keyspace `hbidx.meta` with the format marker, per table the highest trimmed feed
+//! offset (so that trimming the whole feed never lets sequence numbers restart), and the registry
+//! of tables created at run time (`table/<name>` → format byte + postcard [`TableRecord`]).
+//!
+//! # Tables
+//!
+//! Tables come from two places. The ones passed to [`EmbeddedStore::open_tables`] (the hbidx
+//! config) are *configured*: they have a change feed, because an indexer consumes it. Tables made
+//! with [`EmbeddedStore::create_table`] (the HBase Thrift gateway's `createTable`) are *created*:
+//! they are remembered in the meta keyspace so they come back after a restart, can be disabled
+//! and deleted again, and have rows only: no indexer reads them, so a feed would only grow. When
+//! a name is both (a created table later added to the config), the config wins while it names
+//! the table.
+//!
+//! The registry is a map behind a read-write lock. Reads take the read lock for one hash lookup
+//! and an `Arc` clone; only create and delete take the write lock.
+//!
+//! `esc` keeps ASCII letters, digits, `.` and `-` and writes every other byte as `_XX` (hex):
+//! `ns:users` → `ns_3Ausers`. Since `_` itself is escaped, the mapping is injective.
+//!
+//! # Writes and the change feed
+//!
+//! [`EmbeddedStore::mutate_sync`] validates the whole call first, then, under one writer mutex,
+//! reads the current state of each row, applies the operations, and commits one fjall write batch
+//! holding the new row states *and* one feed event per mutation. Sequence allocation and commit
+//! sit under the same mutex, so feed order is commit order and a reader that has seen offset `n`
+//! has seen everything before it. Since the batch is atomic, a row write never exists without its
+//! event (nor an event without its row write), crash or not.
+//!
+//! Feed events include operations that turned out to be no-ops (older than the stored cell, or
+//! masked): consumers apply the same timestamp rules and get the same answer.
+//!
+//! # Durability
+//!
+//! Every batch commit writes the batch to fjall's journal and flushes it to the OS
+//! (`PersistMode::Buffer`, fjall's default for batches), so a committed write survives the process
+//! being killed (`kill -9`) but not an OS crash or power loss. With
+//! [`EmbeddedStoreOptions::sync`] each commit also `fsync`s the journal (`PersistMode::SyncAll`),
+//! which survives power loss at the cost of one fsync per `mutate` call (batch your writes).
+//! Dropping the store fsyncs the journal.
+//!
+//! # Blocking
+//!
+//! Reads are point reads or short range scans, microseconds when the blocks are cached, and writes
+//! with the buffered journal cost a few microseconds per row, so the async [`RowStore`] methods run
+//! them inline instead of paying for `spawn_blocking`. With `sync: true` a `mutate` blocks for an
+//! fsync (around a millisecond or more): callers on a small runtime should wrap it in
+//! `spawn_blocking` or call [`EmbeddedStore::mutate_sync`] from a blocking thread.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use async_trait::async_trait;
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use hbidx_schema::model::Mutation;
+
+use crate::api::{Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
+use crate::error::{Result, StoreError, escape_key};
+use crate::row_cache::RowCache;
+
+mod feed;
+mod registry;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use rows::prefix_successor;
+
+use feed::{FeedClock, decode_seq, offset_of, trimmed_key};
+use registry::{Registry, TableRecord, validate_table_name};
+
+/// The keyspace holding the store's own metadata.
+const META_KEYSPACE: &str = "hbidx.meta";
+/// Meta key of the on-disk format marker.
+const FORMAT_KEY: &[u8] = b"format";
+/// The on-disk layout version this code reads and writes.
+const LAYOUT_VERSION: u8 = 1;
+/// Meta key prefix of a table's highest trimmed feed offset; the table name follows.
+const TRIMMED_KEY_PREFIX: &[u8] = b"feed_trimmed/";
+/// fjall's limit on keyspace name length.
+const MAX_KEYSPACE_NAME: usize = 255;
+/// Meta key prefix of a created table's [`TableRecord`]; the table name follows.
+const TABLE_KEY_PREFIX: &[u8] = b"table/";
+/// The first byte of a stored [`TableRecord`]; bump when the record changes.
+const TABLE_RECORD_V1: u8 = 1;
+
+/// A table to serve, as [`EmbeddedStore::open_tables`] takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    /// The table name; anything non-empty that fits fjall's keyspace names once escaped.
+    pub name: String,
+    /// The table's column families, or `None` when the caller doesn't declare them. The store
+    /// keeps them for callers that check writes against them (the Thrift gateway); it doesn't
+    /// check them itself, because a Kafka-fed table must take whatever its topic carries.
+    pub families: Option<Vec<String>>,
+}
+
+impl TableSpec {
+    /// A table without declared families.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            families: None,
+        }
+    }
+}
+
+/// Where a table of the store comes from; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableOrigin {
+    /// Passed to `open` (the hbidx config): has a change feed, can't be deleted or disabled here.
+    Configured,
+    /// Made with [`EmbeddedStore::create_table`]: rows only, persisted in the store's registry.
+    Created,
+}
+
+/// What the store knows about one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableInfo {
+    pub name: String,
+    /// Declared column families (`None`: not declared, any family is accepted).
+    pub families: Option<Vec<String>>,
+    pub origin: TableOrigin,
+    /// HBase's enabled flag. Configured tables are always enabled; the store only keeps the flag,
+    /// callers decide what a disabled table refuses.
+    pub enabled: bool,
+}
+
+/// How to open an [`EmbeddedStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedStoreOptions {
+    /// `fsync` the journal on every `mutate` (survives power loss). Off: each write is flushed to
+    /// the OS only, which survives a killed process but not an OS crash.
+    pub sync: bool,
+    /// Block cache capacity in bytes, shared by all tables. Fjall recommends 20–25% of memory,
+    /// or more when the data set fits in memory.
+    pub cache_bytes: u64,
+    /// Budget of each table's cache of recently read rows (`row_cache.rs`), in front of the
+    /// block cache and the memtable.
+    pub row_cache_bytes: u64,
+    /// Budget of all memtables together (every table's rows and feed keyspaces). A write that
+    /// finds them over it seals the memtables of the tables it wrote, which fjall then flushes
+    /// in the background: bulk loads write smaller tables more often instead of holding more
+    /// in RAM. Keyspaces created from now on also get their share as their own memtable limit.
+    pub memtable_bytes: u64,
+}
+
+impl Default for EmbeddedStoreOptions {
+    fn default() -> Self {
+        Self {
+            sync: false,
+            cache_bytes: 256 * 1024 * 1024,
+            row_cache_bytes: crate::row_cache::DEFAULT_ROW_CACHE_BYTES,
+            // fjall's own default for one keyspace, times the three of one table.
+            memtable_bytes: 3 * 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the store's memory holds now, against the budgets it was opened with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    pub block_cache_bytes: u64,
+    pub block_cache_capacity: u64,
+    /// Active and sealed (not yet flushed) memtables of every keyspace.
+    pub memtable_bytes: u64,
+    pub memtable_budget: u64,
+    /// Every table's row cache together.
+    pub row_cache_bytes: u64,
+    pub row_cache_budget: u64,
+}
+
+struct Table {
+    name: String,
+    rows: Keyspace,
+    /// `None` for created tables: nothing indexes them, so nothing would ever trim a feed.
+    feed: Option<Keyspace>,
+    clock: FeedClock,
+    /// Next feed sequence number; only changed under the writer mutex.
+    next_seq: AtomicU64,
+    families: Option<Vec<String>>,
+    origin: TableOrigin,
+    enabled: AtomicBool,
+    /// Recently read rows; every committed row write invalidates its key.
+    cache: RowCache,
+}
+
+impl Table {
+    fn info(&self) -> TableInfo {
+        TableInfo {
+            name: self.name.clone(),
+            families: self.families.clone(),
+            origin: self.origin,
+            enabled: self.enabled.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// The embedded store. See the [module docs](self) for layout, durability and blocking behaviour.
+///
+/// Keeps only the latest version of each cell (HBase `VERSIONS => 1`).
+pub struct EmbeddedStore {
+    db: Database,
+    meta: Keyspace,
+    tables: RwLock<Registry>,
+    /// The single writer: row writes, sequence allocation, and table creation and deletion.
+    writer: Mutex<()>,
+    /// Serializes trims, so the persisted trim floor only ever grows.
+    trimmer: Mutex<()>,
+    /// Each table's budgets (tables created later get them too).
+    budget: TableBudget,
+    /// All memtables together ([`EmbeddedStoreOptions::memtable_bytes`]).
+    memtable_bytes: u64,
+    persist_mode: PersistMode,
+}
+
+/// What one table may hold in memory.
+#[derive(Debug, Clone, Copy)]
+struct TableBudget {
+    row_cache_bytes: u64,
+    /// The memtable limit of each keyspace created for the table.
+    keyspace_memtable_bytes: u64,
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section in this module leaves its state
+/// consistent at each point a panic could occur.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Escapes a table name into the keyspace-name alphabet; see the module docs.
+fn escape_table_name(table: &str) -> String {
+    let mut escaped = String::with_capacity(table.len());
+    for byte in table.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'-' {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("_{byte:02X}"));
+        }
+    }
+    escaped
+}
+
+impl EmbeddedStore {
+    /// Opens (creating if needed) the store in `dir` with default options, serving `tables`
+    /// (without declared families) plus the tables created in it before.
+    ///
+    /// Tables not yet in the directory are created empty. Table names may contain anything but
+    /// must be non-empty and short enough for fjall (about 120 bytes of escaped name).
+    pub fn open(dir: &Path, tables: &[String]) -> Result<Self> {
+        Self::open_with_options(dir, tables, EmbeddedStoreOptions::default())
+    }
+
+    /// [`EmbeddedStore::open`] with options.
+    pub fn open_with_options(
+        dir: &Path,
+        tables: &[String],
+        options: EmbeddedStoreOptions,
+    ) -> Result<Self> {
+        let specs: Vec<TableSpec> = tables.iter().map(TableSpec::named).collect();
+        Self::open_tables(dir, &specs, options)
+    }
+
+    /// Opens (creating if needed) the store in `dir`, serving the configured `tables` and every
+    /// table created in it before (see the module docs).
+    ///
+    /// Only one process may open a directory at a time. Opening replays fjall's journal, which
+    /// can take seconds after a large unflushed load.
+    pub fn open_tables(
+        dir: &Path,
+        tables: &[TableSpec],
+        options: EmbeddedStoreOptions,
+    ) -> Result<Self> {
+        let mut specs: Vec<&TableSpec> = Vec::with_capacity(tables.len());
+        for spec in tables {
+            validate_table_name(&spec.name)?;
+            if !specs.iter().any(|seen| seen.name == spec.name) {
+                specs.push(spec);
+            }
+        }
+
+        let db = Database::builder(dir)
+            .cache_size(options.cache_bytes)
+            .open()?;
+        // A table has two keyspaces (rows, change feed); the meta keyspace is tiny.
+        let keyspaces = 2 * specs.len().max(1) as u64;
+        let budget = TableBudget {
+            row_cache_bytes: options.row_cache_bytes,
+            // fjall seals a memtable at its limit and flushes it while the next one fills, so
+            // a keyspace holds up to about two of them.
+            keyspace_memtable_bytes: (options.memtable_bytes / keyspaces / 2).max(1 << 20),
+        };
+        let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
+        match meta.get(FORMAT_KEY)? {
+            Some(version) if *version == [LAYOUT_VERSION] => {}
+            Some(version) => {
+                return Err(StoreError::Corrupt {
+                    table: "<meta>".to_owned(),
+                    key: escape_key(FORMAT_KEY),
+                    reason: format!(
+                        "data directory has layout version {}, this build reads {LAYOUT_VERSION}",
+                        escape_key(&version)
+                    ),
+                });
+            }
+            None => meta.insert(FORMAT_KEY, [LAYOUT_VERSION])?,
+        }
+
+        let mut registry = Registry::default();
+        for spec in specs {
+            let table = Self::open_table(
+                &db,
+                &meta,
+                &spec.name,
+                spec.families.clone(),
+                TableOrigin::Configured,
+                true,
+                budget,
+            )?;
+            registry.insert(Arc::new(table));
+        }
+        for guard in meta.prefix(TABLE_KEY_PREFIX) {
+            let (key, value) = guard.into_inner()?;
+            let name = std::str::from_utf8(&key[TABLE_KEY_PREFIX.len()..]).map_err(|_| {
+                StoreError::Corrupt {
+                    table: "<meta>".to_owned(),
+                    key: escape_key(&key),
+                    reason: "table name is not UTF-8".to_owned(),
+                }
+            })?;
+            if registry.by_name.contains_key(name) {
+                tracing::info!(table = %name, "a created table is named in the config; serving it as configured");
+                continue;
+            }
+            let record = TableRecord::decode(name, &value)?;
+            let table = Self::open_table(
+                &db,
+                &meta,
+                name,
+                Some(record.families),
+                TableOrigin::Created,
+                record.enabled,
+                budget,
+            )?;
+            registry.insert(Arc::new(table));
+        }
+
+        Ok(Self {
+            db,
+            meta,
+            tables: RwLock::new(registry),
+            writer: Mutex::new(()),
+            trimmer: Mutex::new(()),
+            budget,
+            memtable_bytes: options.memtable_bytes,
+            persist_mode: if options.sync {
+                PersistMode::SyncAll
+            } else {
+                PersistMode::Buffer
+            },
+        })
+    }
+
+    /// Opens (creating if needed) the keyspaces of one table.
+    fn open_table(
+        db: &Database,
+        meta: &Keyspace,
+        name: &str,
+        families: Option<Vec<String>>,
+        origin: TableOrigin,
+        enabled: bool,
+        budget: TableBudget,
+    ) -> Result<Table> {
+        let escaped = escape_table_name(name);
+        // Only read when a keyspace is created: fjall keeps the limit it was created with.
+        let options =
+            || KeyspaceCreateOptions::default().max_memtable_size(budget.keyspace_memtable_bytes);
+        let rows = db.keyspace(&format!("rows.{escaped}"), options)?;
+        let (feed, last) = match origin {
+            TableOrigin::Configured => {
+                let feed = db.keyspace(&format!("feed.{escaped}"), options)?;
+                let last_in_feed = match feed.last_key_value() {
+                    Some(guard) => decode_seq(name, &guard.key()?)?,
+                    None => 0,
+                };
+                let trimmed = match meta.get(trimmed_key(name))? {
+                    Some(value) => decode_seq("<meta>", &value)?,
+                    None => 0,
+                };
+                (Some(feed), last_in_feed.max(trimmed))
+            }
+            TableOrigin::Created => (None, 0),
+        };
+        tracing::debug!(table = %name, last_offset = last, ?origin, "opened table");
+        Ok(Table {
+            name: name.to_owned(),
+            rows,
+            feed,
+            clock: FeedClock::new(offset_of(last)),
+            next_seq: AtomicU64::new(last + 1),
+            families,
+            origin,
+            enabled: AtomicBool::new(enabled),
+            cache: RowCache::new(budget.row_cache_bytes),
+        })
+    }
+
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        // Poisoning: no registry update can panic half-way (see `lock`).
+        self.tables.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.tables.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.find_table(name)
+            .ok_or_else(|| StoreError::UnknownTable(name.to_owned()))
+    }
+
+    fn find_table(&self, name: &str) -> Option<Arc<Table>> {
+        self.registry().by_name.get(name).cloned()
+    }
+
+    /// What the block cache, the memtables and the row caches hold now, and their budgets.
+    pub fn memory(&self) -> StoreMemory {
+        let registry = self.registry();
+        let tables = registry.by_name.len() as u64;
+        StoreMemory {
+            block_cache_bytes: self.db.cache_size(),
+            block_cache_capacity: self.db.cache_capacity(),
+            memtable_bytes: self.db.write_buffer_size(),
+            memtable_budget: self.memtable_bytes,
+            row_cache_bytes: registry
+                .by_name
+                .values()
+                .map(|table| table.cache.stats().bytes)
+                .sum(),
+            row_cache_budget: self.budget.row_cache_bytes * tables,
+        }
+    }
+
+    fn corrupt_row(table: &Table, key: &[u8], reason: String) -> StoreError {
+        StoreError::Corrupt {
+            table: table.name.clone(),
+            // A hash, not the rowkey: some designs build rowkeys from phone numbers, and this
+            // error ends up in logs.
+            key: format!("#{:016x}", xxhash_rust::xxh3::xxh3_64(key)),
+            reason,
+        }
+    }
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("EmbeddedStore")
+            .field("tables", &self.tables())
+            .field("persist_mode", &self.persist_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl RowStore for EmbeddedStore {
+    async fn get_rows(
+        &self,
+        table: &str,
+        rowkeys: &[Vec<u8>],
+        columns: Option<&[String]>,
+    ) -> Result<Vec<Option<Row>>> {
+        self.get_rows_sync(table, rowkeys, columns)
+    }
+
+    async fn scan(&self, table: &str, request: &ScanRequest) -> Result<ScanBatch> {
+        self.scan_sync(table, request)
+    }
+
+    async fn mutate(&self, mutations: Vec<Mutation>) -> Result<WriteReceipt> {
+        self.mutate_sync(mutations)
+    }
+
+    fn tables(&self) -> Vec<String> {
+        self.registry()
+            .order
+            .iter()
+            .map(|table| table.name.clone())
+            .collect()
+    }
+}
