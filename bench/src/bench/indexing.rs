@@ -1,0 +1,268 @@
+//! Phases 1 to 4: loading the people into the store, indexing its change feed, the event →
+//! searchable latency, and the index and store sizes.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
+use hbidx_schema::config::{HbidxConfig, TableConfig};
+
+use super::measure::{commit_summary, cpu_per_event, process_cpu_seconds};
+use super::{BATCH, BenchArgs};
+use crate::bench::Row;
+use crate::demo::{DEMO_SEED, PersonColumns, now_ms};
+use crate::people::{PeopleGen, Person};
+use crate::report::UniformSample;
+
+/// The first `rows` people of the bench's seed, in batches, generated on a thread of their own
+/// a few batches ahead of the consumer (and stopping when it goes away).
+pub(crate) fn people_batches(rows: usize) -> std::sync::mpsc::IntoIter<Vec<Person>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    std::thread::Builder::new()
+        .name("bench-people".into())
+        .spawn(move || {
+            let mut people = PeopleGen::new(DEMO_SEED).take(rows);
+            loop {
+                let batch: Vec<Person> = people.by_ref().take(BATCH).collect();
+                if batch.is_empty() || tx.send(batch).is_err() {
+                    break;
+                }
+            }
+        })
+        .expect("spawning the people generator");
+    rx.into_iter()
+}
+
+/// Writes the first `rows` people as CSV (uid,name,phone,idcard,city).
+pub(super) fn export_csv(path: &std::path::Path, rows: usize) -> Result<()> {
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    for p in people_batches(rows).flatten() {
+        writeln!(
+            out,
+            "{},{},{},{},{}",
+            p.uid, p.name, p.phone, p.idcard, p.city
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Phase 1: the people written into the store (and its change feed) with no indexer running.
+/// Returns the sample of their phones that the lookups use.
+pub(super) fn load_store(
+    args: &BenchArgs,
+    data_dir: &std::path::Path,
+    table: &TableConfig,
+    columns: &PersonColumns,
+    report: &mut Vec<Row>,
+) -> Result<UniformSample> {
+    let rows = args.rows as u64;
+    let mut sample = UniformSample::new(rows);
+    let store = hbidx_store::EmbeddedStore::open(
+        &data_dir.join("store"),
+        std::slice::from_ref(&table.name),
+    )?;
+    let ts = now_ms();
+    let started = Instant::now();
+    let mut i = 0u64;
+    for people in people_batches(args.rows) {
+        let mut batch = Vec::with_capacity(people.len());
+        for person in &people {
+            sample.offer(i, &person.phone);
+            i += 1;
+            batch.push(columns.mutation(table, person, ts)?);
+        }
+        store.mutate_sync(batch)?;
+    }
+    let rate = rows as f64 / started.elapsed().as_secs_f64();
+    report.push(
+        Row::new(
+            "store load (fjall + change feed)",
+            format!("{rate:.0} rows/s"),
+        )
+        .value(rate, "rows/s"),
+    );
+    Ok(sample)
+}
+
+/// Phase 2: the store reopened, then the indexer started on the full feed and timed until it
+/// has committed everything. Returns the runtime, indexer idle.
+pub(super) async fn index_feed(
+    args: &BenchArgs,
+    config: &HbidxConfig,
+    data_dir: &std::path::Path,
+    policy: &CommitPolicy,
+    security: &hbidx_query::auth::SecurityConfig,
+    table: &TableConfig,
+    report: &mut Vec<Row>,
+) -> Result<hbidx_serve::Runtime> {
+    let rows = args.rows as u64;
+    // Reopening the store replays fjall's journal of the phase 1 load: store recovery, which
+    // any restart after a load pays, not indexing. It is timed and reported on its own row, so
+    // the indexing row measures the indexer alone, from its start to the commit covering the
+    // whole feed (reading the feed, tantivy, commits, feed trims).
+    let store_started = Instant::now();
+    let store_cpu_before = process_cpu_seconds();
+    let opened = hbidx_serve::open_rows(config, data_dir)?;
+    let reopen_secs = store_started.elapsed().as_secs_f64();
+    report.push(
+        Row::new(
+            "store reopen (fjall journal replay)",
+            format!(
+                "{reopen_secs:.2}s{}",
+                process_cpu_seconds()
+                    .zip(store_cpu_before)
+                    .map(|(after, before)| format!(", CPU {:.2}s", after - before))
+                    .unwrap_or_default()
+            ),
+        )
+        .value(reopen_secs, "s"),
+    );
+    let started = Instant::now();
+    let cpu_before = process_cpu_seconds();
+    let runtime = hbidx_serve::open_with_rows(
+        config,
+        data_dir,
+        policy,
+        hbidx_query::auth::Auth::new(security),
+        opened,
+    )?;
+    runtime
+        .wait_caught_up(Duration::from_secs(24 * 3600))
+        .await?;
+    let secs = started.elapsed().as_secs_f64();
+    // CPU time next to wall time: on a shared machine the wall figure moves with everything
+    // else running, the CPU per event much less.
+    let (cpu, micros) = cpu_per_event(
+        process_cpu_seconds()
+            .zip(cpu_before)
+            .map(|(after, before)| after - before),
+        rows,
+    );
+    let commits = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .map(|indexed| commit_summary(&indexed.stats))
+        .unwrap_or_default();
+    let rate = rows as f64 / secs;
+    report.push(
+        Row::new(
+            "indexing throughput (feed → tantivy)",
+            format!(
+                "{rate:.0} events/s ({} events in {secs:.2}s{cpu}{commits})",
+                args.rows
+            ),
+        )
+        .value(rate, "events/s")
+        .also("CPU", micros, "µs/event"),
+    );
+    Ok(runtime)
+}
+
+/// Phase 3: single rows written at a fixed rate with the indexer idle, each timed until it is
+/// searchable (the published index checkpoint covers its offset).
+pub(super) async fn searchable_latency(
+    args: &BenchArgs,
+    runtime: &hbidx_serve::Runtime,
+    runtime_table: &hbidx_query::TableRuntime,
+    table: &TableConfig,
+    columns: &PersonColumns,
+) -> Result<Row> {
+    let mut latencies = Vec::with_capacity(args.latency_writes);
+    {
+        let mut indexed = runtime_table.indexed.clone();
+        let extra = PeopleGen::new(DEMO_SEED ^ 0x5eed)
+            .skip(args.rows)
+            .take(args.latency_writes);
+        let mut pending: std::collections::VecDeque<(i64, Instant)> = Default::default();
+        let mut ticker = tokio::time::interval(Duration::from_millis(2));
+        let mut people = extra.into_iter();
+        let mut done_writing = false;
+        while !(done_writing && pending.is_empty()) {
+            tokio::select! {
+                _ = ticker.tick(), if !done_writing => {
+                    match people.next() {
+                        Some(person) => {
+                            let mutation = columns.mutation(table, &person, now_ms())?;
+                            let receipt = runtime.embedded()?.mutate_sync(vec![mutation])?;
+                            if let Some((_, offset)) = receipt.last_offset_by_table.first() {
+                                pending.push_back((*offset, Instant::now()));
+                            }
+                        }
+                        None => done_writing = true,
+                    }
+                }
+                changed = indexed.changed() => {
+                    changed.context("indexer stopped")?;
+                    let at = indexed.borrow_and_update().position(CHANGE_FEED, 0).unwrap_or(0);
+                    while pending.front().is_some_and(|(offset, _)| *offset <= at) {
+                        if let Some((_, written)) = pending.pop_front() {
+                            latencies.push(written.elapsed().as_secs_f64() * 1e3);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let detail = format!("{} writes at 500/s", latencies.len());
+    Ok(Row::latencies(
+        "event → searchable latency",
+        &mut latencies,
+        &detail,
+    ))
+}
+
+/// Phase 4: the index size once it is down to one segment (or the idle compaction had its
+/// time), and the store's.
+pub(super) async fn sizes(
+    runtime_table: &hbidx_query::TableRuntime,
+    policy: &CommitPolicy,
+    data_dir: &std::path::Path,
+    rows: u64,
+    report: &mut Vec<Row>,
+) {
+    let waited = Instant::now();
+    let mut stats = runtime_table.searcher.sizes();
+    if let Some(idle) = policy.compact_when_idle {
+        while stats.segments > 1 && waited.elapsed() < idle + Duration::from_secs(600) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            stats = runtime_table.searcher.sizes();
+        }
+    }
+    report.push(index_size_row(
+        &stats,
+        format!(
+            "; waited {:.1}s for the idle compaction",
+            waited.elapsed().as_secs_f64()
+        ),
+    ));
+    report.push(store_size_row(data_dir, rows));
+}
+
+pub(super) fn index_size_row(stats: &hbidx_indexer::IndexStats, note: String) -> Row {
+    let per_row = stats.bytes as f64 / stats.docs.max(1) as f64;
+    Row::new(
+        "index size",
+        format!(
+            "{per_row:.1} bytes/row ({:.1} MB, {} segments{note})",
+            stats.bytes as f64 / 1e6,
+            stats.segments,
+        ),
+    )
+    .value(per_row, "bytes/row")
+}
+
+/// The store's size on disk (fjall's journals, tables and what is left of the change feed).
+pub(super) fn store_size_row(data_dir: &std::path::Path, rows: u64) -> Row {
+    let bytes = crate::report::disk_bytes(&data_dir.join("store"));
+    let per_row = bytes as f64 / rows.max(1) as f64;
+    Row::new(
+        "store size on disk",
+        format!("{per_row:.1} bytes/row ({:.1} MB)", bytes as f64 / 1e6),
+    )
+    .value(per_row, "bytes/row")
+}

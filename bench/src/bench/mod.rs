@@ -1,0 +1,324 @@
+//! `hbidx bench`: the numbers in docs/benchmarks.md (which says what each row measures).
+//!
+//! Benchmarks, not timed tests: nothing here asserts, it measures and prints. The people are
+//! generated as they are written (no vector of the whole data set: the process measured is
+//! the server), keeping only a uniform sample of their phones for the lookups. Phases:
+//! 1. load N people into the embedded store (the change feed fills up; timed separately);
+//! 2. reopen the store (fjall replays its journal; timed on its own row), then start the
+//!    indexer on the full feed and time until it has committed everything (events/s through
+//!    the change feed into tantivy);
+//! 3. with the indexer idle, write single rows at a fixed rate and record how long each took to
+//!    become searchable (the published index checkpoint covers its offset): p50/p99;
+//! 4. index and store bytes per row;
+//! 5. HTTP lookups by phone at fixed concurrency with `wrk` (Debian package) against the real
+//!    service on loopback, keys spread evenly over the whole table: throughput and p50/p99;
+//! 6. batch lookups of 1000 phones per call, a reindex by table scan (rows/s), a full verify
+//!    (rows/s), and updates: a tenth of the rows get a new phone and name (events/s through
+//!    the change feed, the indexer reading each row's previous state);
+//! 7. a restart: everything closed, then the time from reopening the data dir to the first
+//!    lookup served;
+//! 8. unless `--no-thrift`, lookups and batch lookups again with the rows read over HBase
+//!    Thrift1 (the gateway over this store, read through HbaseStore); with `--covered`, also
+//!    lookups asking only for indexed and covered columns, answered from the index, beside the
+//!    same ones read over Thrift1 (`consistency=store`), and what the covered columns add to
+//!    the index.
+//!
+//! The process's RSS (anonymous and file-backed) is sampled all along: a row per phase with
+//! the figure at its end and the peak during it.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use hbidx_indexer::CommitPolicy;
+use hbidx_schema::config::HbidxConfig;
+use serde_json::json;
+
+use crate::demo::{PersonColumns, demo_table};
+pub(crate) use crate::report::Row;
+use crate::report::RssMonitor;
+
+mod bulk;
+mod http;
+mod indexing;
+mod lookups;
+mod measure;
+mod restart;
+mod thrift;
+
+pub(crate) use indexing::people_batches;
+pub(crate) use measure::{commit_summary, percentile, process_cpu_seconds};
+
+use bulk::{batch_lookups, scan_reindex, updates, verify_full};
+use http::{BenchServer, api_client};
+use indexing::{index_size_row, store_size_row};
+use lookups::write_wrk_script;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Rows to load and index.
+    #[arg(long, default_value_t = 200_000)]
+    rows: usize,
+    /// Single-row writes for the event→searchable latency.
+    #[arg(long, default_value_t = 1000)]
+    latency_writes: usize,
+    /// Seconds of HTTP lookup load (0 skips it).
+    #[arg(long, default_value_t = 10)]
+    lookup_seconds: u64,
+    /// Concurrent HTTP connections for the lookup load.
+    #[arg(long, default_value_t = 64)]
+    connections: u32,
+    /// HTTP threads of the benchmarked server (default: `[server] workers`, else one per
+    /// CPU).
+    #[arg(long)]
+    pub server_workers: Option<usize>,
+    /// wrk threads.
+    #[arg(long, default_value_t = 2)]
+    wrk_threads: u32,
+    /// Work directory (default: a fresh temporary directory, removed afterwards).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Also write the generated people as CSV (uid,name,phone,idcard,city) for comparisons.
+    #[arg(long)]
+    export_csv: Option<PathBuf>,
+    /// Also measure Kafka → index with the broker at this address (e.g. 127.0.0.1:9092):
+    /// produce rate, bare consume rate, indexing throughput, produce→searchable latency.
+    #[arg(long)]
+    kafka: Option<String>,
+    /// Stop after indexing (and the Kafka part, with --kafka): no latency, lookup, reindex or
+    /// Thrift phases, so a profiler attached to the run sees indexing only.
+    #[arg(long)]
+    indexing_only: bool,
+    /// Skip the lookups with the rows read over HBase Thrift1 (shorter runs on big tables).
+    #[arg(long, conflicts_with = "covered")]
+    no_thrift: bool,
+    /// Columns to cover in the benchmarked table (its `covered` list, e.g. `info:city`), and
+    /// measure lookups that ask for them with the name: from the index, and over Thrift1.
+    #[arg(long, value_delimiter = ',')]
+    covered: Vec<String>,
+    /// Also write the results here as JSON: an array of {"measure", "value", "unit", "text"},
+    /// one element per number (scripts/scale.sh lines two runs up by `measure`).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// The bench's people are written in batches of this many rows.
+const BATCH: usize = 1000;
+
+/// `http_threads`: the benchmarked server's HTTP threads (`--server-workers`, else
+/// `[server] workers`, else one per CPU).
+pub async fn run(
+    config: HbidxConfig,
+    args: BenchArgs,
+    http_threads: hbidx_serve::HttpThreads,
+) -> Result<()> {
+    let temp;
+    let data_dir = match &args.data_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temp = tempfile_dir()?;
+            temp.clone()
+        }
+    };
+    let mut config = config;
+    if !args.covered.is_empty() {
+        let name = demo_table(&config)?.name.clone();
+        for table in config.tables.iter_mut().filter(|t| t.name == name) {
+            for column in &args.covered {
+                let family = column.split(':').next().unwrap_or_default();
+                if table.keeps_column(column)
+                    || !table.families.iter().any(|f| f.name == family)
+                    || !column.contains(':')
+                {
+                    anyhow::bail!(
+                        "--covered {column}: not a column of a declared family that the table doesn't index already"
+                    );
+                }
+            }
+            table.covered = args.covered.clone();
+        }
+    }
+    let table = demo_table(&config)?.clone();
+    let columns = PersonColumns::for_table(&table)?;
+    let mut report: Vec<Row> = Vec::new();
+    let rows = args.rows as u64;
+    if let Some(path) = &args.export_csv {
+        indexing::export_csv(path, args.rows)?;
+    }
+    let rss = RssMonitor::start();
+
+    // Phase 1: fill the store and its change feed with no indexer running.
+    let mut sample = indexing::load_store(&args, &data_dir, &table, &columns, &mut report)?;
+    report.push(rss.phase("store load"));
+
+    // Phase 2: index the whole feed.
+    let (api_key, security) = http::bench_key()?;
+    let policy = CommitPolicy::default();
+    let runtime = indexing::index_feed(
+        &args,
+        &config,
+        &data_dir,
+        &policy,
+        &security,
+        &table,
+        &mut report,
+    )
+    .await?;
+    report.extend(rss.phase_with_budget("indexing (change feed)", runtime.state.memory.as_ref()));
+
+    if args.indexing_only {
+        if let Some(indexed) = runtime.state.tables.get(&table.name) {
+            let stats = indexed.searcher.sizes();
+            report.push(index_size_row(&stats, String::new()));
+        }
+        report.push(store_size_row(&data_dir, rows));
+        runtime.shutdown_indexers().await?;
+        return finish(&config, &args, &data_dir, &rss, report).await;
+    }
+
+    // Phase 3: event → searchable latency at a steady write rate.
+    let runtime_table = runtime
+        .state
+        .tables
+        .get(&table.name)
+        .context("table missing")?
+        .clone();
+    report.push(
+        indexing::searchable_latency(&args, &runtime, &runtime_table, &table, &columns).await?,
+    );
+
+    // Phase 4: size, once the indexer's idle compaction (`CommitPolicy::compact_when_idle`)
+    // has merged the segments: the lookups below measure a read-mostly index in its steady
+    // state, not the segments a bulk load happens to leave behind.
+    indexing::sizes(&runtime_table, &policy, &data_dir, rows, &mut report).await;
+
+    // Phase 5: HTTP lookups with wrk, against the service as `serve` runs it: with the
+    // dashboard sampler, which is also what drains the metrics' histogram samples into their
+    // buckets every 2 s. Without it every lookup's samples pile up for the whole run (three
+    // histograms a request): on the order of 100 MB more RSS by the end of the lookups.
+    let sampler = hbidx_query::spawn_sampler(&runtime.state);
+    let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
+    let addr = server.addr;
+    let script = data_dir.join("phones.lua");
+    if args.lookup_seconds > 0 {
+        write_wrk_script(
+            &script,
+            &table.name,
+            &api_key,
+            sample.phones.iter().map(String::as_str),
+            "",
+        )?;
+        lookups::wrk_lookups(
+            &args,
+            &runtime.state,
+            &http_threads,
+            &script,
+            addr,
+            &mut report,
+        )
+        .await?;
+    }
+
+    // Phase 6: batch lookups of 1000 phones in one call, a reindex by table scan, a full
+    // verify, and updates of a tenth of the rows.
+    let base = format!("http://{addr}");
+    let client = api_client(&api_key)?;
+    batch_lookups(
+        &client,
+        &base,
+        &table.name,
+        &sample,
+        &json!({}),
+        &mut report,
+    )
+    .await?;
+    report.extend(rss.phase_with_budget(
+        "latency, compaction and lookups",
+        runtime.state.memory.as_ref(),
+    ));
+    scan_reindex(&client, &base, &table.name, &mut report).await?;
+    report.extend(rss.phase_with_budget("reindex by table scan", runtime.state.memory.as_ref()));
+    verify_full(&client, &base, &table.name, &mut report).await?;
+    report.extend(rss.phase_with_budget("verify --full", runtime.state.memory.as_ref()));
+    report.push(updates(&runtime, &table, &mut sample, rows).await?);
+    report.extend(rss.phase_with_budget("updates", runtime.state.memory.as_ref()));
+
+    // Phase 7: a restart. Everything is closed (the indexes committed, the store synced and
+    // dropped), then timed from reopening the data dir to the first lookup answered over HTTP.
+    drop(client);
+    server.stop().await?;
+    sampler.abort();
+    let _ = sampler.await;
+    restart::close(runtime, runtime_table).await?;
+    let (runtime, server, restart_row) = restart::restart(
+        &config,
+        &data_dir,
+        &policy,
+        &security,
+        &http_threads,
+        &table,
+        &api_key,
+        &sample,
+    )
+    .await?;
+    report.push(restart_row);
+    report.extend(rss.phase_with_budget("restart", runtime.state.memory.as_ref()));
+    let sampler = hbidx_query::spawn_sampler(&runtime.state);
+    let client = api_client(&api_key)?;
+    server.stop().await?;
+
+    // Phase 8: the same lookups with the rows read over HBase Thrift1: the gateway serves this
+    // store, and a second service reads it through HbaseStore (index → rowkeys →
+    // getRowsWithColumns), exactly as against an HBase Thrift server.
+    if !args.no_thrift {
+        thrift::thrift_lookups(
+            &args,
+            &config,
+            &table,
+            &runtime,
+            &security,
+            &http_threads,
+            &client,
+            &api_key,
+            &sample,
+            &data_dir,
+            &mut report,
+        )
+        .await?;
+        report.extend(rss.phase_with_budget("Thrift1 lookups", runtime.state.memory.as_ref()));
+    }
+    sampler.abort();
+
+    report.push(measure::rss_row());
+    runtime.shutdown_indexers().await?;
+    finish(&config, &args, &data_dir, &rss, report).await
+}
+
+/// The Kafka part (with --kafka), clean-up and the report: the table on stdout and, with
+/// `--json`, the file.
+async fn finish(
+    config: &HbidxConfig,
+    args: &BenchArgs,
+    data_dir: &std::path::Path,
+    rss: &RssMonitor,
+    mut report: Vec<Row>,
+) -> Result<()> {
+    if let Some(brokers) = &args.kafka {
+        crate::kafka::run(config, args.rows, brokers, data_dir, rss, &mut report).await?;
+    }
+    if args.data_dir.is_none() {
+        let _ = std::fs::remove_dir_all(data_dir);
+    }
+
+    println!("\n{}", crate::report::markdown(&report));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&crate::report::json_rows(&report))?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("hbidx-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

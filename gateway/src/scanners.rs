@@ -1,0 +1,234 @@
+//! Scanner leases: the map of open scanners, their expiry and cap, and reading the store in
+//! `caching`-sized batches as clients call for rows.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use hbase_thrift::hbase::{ScannerID, TRowResult, TScan};
+use hbidx_store::ScanRequest;
+
+use crate::error::{Answer, Failure};
+use crate::handler::Gateway;
+use crate::reads::ResultShape;
+
+/// Rows a scanner reads from the store per batch when the client doesn't say (`TScan.caching`).
+const DEFAULT_CACHING: usize = 100;
+/// Upper bound of one store read of a scanner, and of the rows one `scannerGetList` answers
+/// (clients call again until they get an empty list, so a shorter answer is allowed).
+const MAX_ROWS_PER_CALL: usize = 10_000;
+
+/// One open scanner.
+struct Scanner {
+    table: String,
+    /// The next store read; `start` moves on after each.
+    request: ScanRequest,
+    exhausted: bool,
+    filter: ResultShape,
+    /// Rows read from the store and not yet handed out.
+    buffered: VecDeque<TRowResult>,
+    last_used: Instant,
+}
+
+/// The open scanners by id.
+pub(crate) struct ScannerMap {
+    open: HashMap<ScannerID, Arc<Mutex<Scanner>>>,
+    /// The next id to hand out; ids are positive, as HBase's.
+    next_id: ScannerID,
+}
+
+impl ScannerMap {
+    /// No scanner open; ids start at 1.
+    pub(crate) fn new() -> Self {
+        Self {
+            open: HashMap::new(),
+            next_id: 1,
+        }
+    }
+}
+
+/// Whether a scanner's lease ran out. A scanner that is locked is in a call right now, so alive.
+fn expired(scanner: &Mutex<Scanner>, lease: Duration) -> bool {
+    match scanner.try_lock() {
+        Ok(scanner) => scanner.last_used.elapsed() > lease,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+            poisoned.into_inner().last_used.elapsed() > lease
+        }
+        Err(std::sync::TryLockError::WouldBlock) => false,
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: a scanner whose call panicked is still consistent enough
+/// to be closed.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Gateway {
+    /// A scanner for the `scannerOpen*` calls that take no `TScan`: the default caching and
+    /// result shape, with only the cells older than `before_ts` when given.
+    pub(crate) fn open_range(
+        &self,
+        table: &[u8],
+        request: ScanRequest,
+        columns: &[Vec<u8>],
+        before_ts: Option<i64>,
+    ) -> Answer<ScannerID> {
+        let shape = ResultShape::with_ts(before_ts);
+        self.open_scanner(table, request, columns, shape, DEFAULT_CACHING)
+    }
+
+    fn open_scanner(
+        &self,
+        table: &[u8],
+        mut request: ScanRequest,
+        columns: &[Vec<u8>],
+        shape: ResultShape,
+        caching: usize,
+    ) -> Answer<ScannerID> {
+        let target = self.readable(table)?;
+        request.columns = target.projection(columns)?;
+        request.batch = caching.clamp(1, MAX_ROWS_PER_CALL);
+        let scanner = Scanner {
+            table: target.store_name,
+            request,
+            exhausted: false,
+            filter: shape,
+            buffered: VecDeque::new(),
+            last_used: Instant::now(),
+        };
+        let mut scanners = lock(&self.scanners);
+        let lease = self.scanner_lease;
+        scanners.open.retain(|_, scanner| !expired(scanner, lease));
+        if scanners.open.len() >= self.max_scanners {
+            return Err(Failure::Io(format!(
+                "too many open scanners ({}); close scanners when done (scannerClose)",
+                scanners.open.len()
+            )));
+        }
+        // Terminates: fewer than `max_scanners` (< 2^31) ids are taken.
+        let id = loop {
+            let id = scanners.next_id;
+            scanners.next_id = id.checked_add(1).unwrap_or(1);
+            if !scanners.open.contains_key(&id) {
+                break id;
+            }
+        };
+        scanners.open.insert(id, Arc::new(Mutex::new(scanner)));
+        Ok(id)
+    }
+
+    fn scanner(&self, id: ScannerID) -> Answer<Arc<Mutex<Scanner>>> {
+        let missing = || {
+            Failure::IllegalArgument(format!(
+                "scanner {id} does not exist: never opened, closed, or idle for more than {} s",
+                self.scanner_lease.as_secs()
+            ))
+        };
+        let mut scanners = lock(&self.scanners);
+        let scanner = scanners.open.get(&id).cloned().ok_or_else(missing)?;
+        if expired(&scanner, self.scanner_lease) {
+            scanners.open.remove(&id);
+            return Err(missing());
+        }
+        Ok(scanner)
+    }
+
+    pub(crate) fn scanner_next(&self, id: ScannerID, rows: i32) -> Answer<Vec<TRowResult>> {
+        let wanted = usize::try_from(rows)
+            .map_err(|_| Failure::IllegalArgument(format!("nbRows {rows} is negative")))?
+            .min(MAX_ROWS_PER_CALL);
+        let scanner = self.scanner(id)?;
+        let mut scanner = lock(&scanner);
+        scanner.last_used = Instant::now();
+        let mut out = Vec::with_capacity(wanted.min(scanner.request.batch));
+        while out.len() < wanted {
+            if let Some(result) = scanner.buffered.pop_front() {
+                out.push(result);
+                continue;
+            }
+            if scanner.exhausted {
+                break;
+            }
+            let batch = self.store.scan_sync(&scanner.table, &scanner.request)?;
+            let shape = scanner.filter;
+            for row in batch.rows {
+                shape.results(row, &mut scanner.buffered);
+            }
+            match batch.next_start {
+                Some(next) => scanner.request.start = next,
+                None => scanner.exhausted = true,
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn close_scanner(&self, id: ScannerID) -> Answer<()> {
+        match lock(&self.scanners).open.remove(&id) {
+            Some(_) => Ok(()),
+            None => Err(Failure::IllegalArgument(format!(
+                "scanner {id} does not exist: never opened, closed, or idle for more than {} s",
+                self.scanner_lease.as_secs()
+            ))),
+        }
+    }
+
+    /// The number of open scanners (expired ones included until the next scanner call).
+    pub fn open_scanners(&self) -> usize {
+        lock(&self.scanners).open.len()
+    }
+}
+
+pub(crate) fn scan_request(
+    start: Vec<u8>,
+    stop: Option<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+) -> ScanRequest {
+    ScanRequest {
+        start,
+        // An empty stop row means "to the end" in HBase.
+        stop: stop.filter(|stop| !stop.is_empty()),
+        prefix,
+        columns: None,
+        batch: DEFAULT_CACHING,
+    }
+}
+
+pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> Answer<ScannerID> {
+    if scan
+        .filter_string
+        .as_ref()
+        .is_some_and(|filter| !filter.is_empty())
+    {
+        return Err(Failure::Io(
+            "TScan.filterString is not supported by the hbidx Thrift gateway; filter on the client"
+                .to_owned(),
+        ));
+    }
+    if scan.reversed.unwrap_or(false) {
+        return Err(Failure::Io(
+            "reversed scans are not supported by the hbidx Thrift gateway".to_owned(),
+        ));
+    }
+    let caching = match scan.caching {
+        Some(caching) if caching > 0 => usize::try_from(caching).unwrap_or(MAX_ROWS_PER_CALL),
+        _ => DEFAULT_CACHING,
+    };
+    let cells_per_result = match scan.batch_size {
+        Some(batch) if batch > 0 => usize::try_from(batch).ok(),
+        _ => None,
+    };
+    let shape = ResultShape {
+        before_ts: scan.timestamp,
+        sorted: scan.sort_columns.unwrap_or(false),
+        cells_per_result,
+    };
+    let request = scan_request(scan.start_row.unwrap_or_default(), scan.stop_row, None);
+    gateway.open_scanner(
+        table,
+        request,
+        &scan.columns.unwrap_or_default(),
+        shape,
+        caching,
+    )
+}

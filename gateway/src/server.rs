@@ -1,0 +1,204 @@
+//! Starting the thrift server: binding, the transport and protocol factories, and waiting until
+//! it accepts connections.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hbase_thrift::hbase::HbaseSyncProcessor;
+use hbidx_store::{EmbeddedStore, Result, StoreError, ThriftProtocol, ThriftTransport};
+use thrift::protocol::{
+    TBinaryInputProtocolFactory, TBinaryOutputProtocolFactory, TCompactInputProtocolFactory,
+    TCompactOutputProtocolFactory, TInputProtocolFactory, TOutputProtocolFactory,
+};
+use thrift::server::TServer;
+use thrift::transport::{
+    TBufferedReadTransportFactory, TBufferedWriteTransportFactory, TFramedReadTransportFactory,
+    TFramedWriteTransportFactory, TReadTransportFactory, TWriteTransportFactory,
+};
+
+use crate::args::NullableArgsFactory;
+use crate::handler::Gateway;
+use crate::options::{ConfiguredTable, GatewayOptions};
+
+/// How long `serve` waits for the server thread to accept connections.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running gateway. The server thread runs until the process exits: thrift 0.17's `TServer`
+/// has no shutdown.
+#[derive(Debug)]
+pub struct GatewayServer {
+    local_addr: SocketAddr,
+}
+
+impl GatewayServer {
+    /// The address the gateway accepts connections on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+/// Starts the gateway on a background thread and returns once it accepts connections.
+///
+/// `TServer::listen` binds by itself, blocks forever and doesn't report its address, so the
+/// address is bound here first (to report a taken port as an error, and to resolve port 0),
+/// released, and handed to `listen`; then this waits until a connection succeeds.
+pub fn serve(
+    store: Arc<EmbeddedStore>,
+    configured: Vec<ConfiguredTable>,
+    options: GatewayOptions,
+) -> Result<GatewayServer> {
+    if options.workers == 0 {
+        return Err(StoreError::InvalidRequest {
+            reason: "the thrift gateway needs at least one worker".to_owned(),
+        });
+    }
+    let bind_error = |source: std::io::Error| StoreError::GatewayBind {
+        addr: options.listen,
+        source,
+    };
+    let probe = std::net::TcpListener::bind(options.listen).map_err(bind_error)?;
+    let local_addr = probe.local_addr().map_err(bind_error)?;
+    drop(probe);
+
+    let gateway = Gateway::new(store, configured, &options, local_addr);
+    let (failed_tx, failed_rx) = std::sync::mpsc::channel();
+    let workers = options.workers;
+    let spawn = |run: ServerThread| {
+        std::thread::Builder::new()
+            .name("thrift-gateway".to_owned())
+            .spawn(move || {
+                // `listen` only returns with an error.
+                if let Err(error) = run() {
+                    tracing::error!(%error, "thrift gateway stopped");
+                    let _ = failed_tx.send(error.to_string());
+                }
+            })
+            .map_err(|error| StoreError::Storage(Box::new(error)))
+    };
+    let processor = HbaseSyncProcessor::new(gateway);
+    spawn(server_thread(
+        processor,
+        options.transport,
+        options.protocol,
+        workers,
+        local_addr,
+    ))?;
+
+    // The probe connection is served like any other: its worker sees end-of-file and returns.
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(reason) = failed_rx.try_recv() {
+            return Err(bind_error(std::io::Error::other(reason)));
+        }
+        if TcpStream::connect_timeout(&local_addr, Duration::from_millis(200)).is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(bind_error(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the thrift server did not start accepting connections",
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tracing::info!(addr = %local_addr, transport = ?options.transport, protocol = ?options.protocol, workers, "thrift gateway listening");
+    Ok(GatewayServer { local_addr })
+}
+
+/// The body of the server thread: `TServer::listen`, which returns only when it fails.
+type ServerThread = Box<dyn FnOnce() -> thrift::Result<()> + Send>;
+
+/// The server thread with the factories of `transport`, then of `protocol`: one function per
+/// axis, since each factory is a type of its own.
+fn server_thread(
+    processor: HbaseSyncProcessor<Gateway>,
+    transport: ThriftTransport,
+    protocol: ThriftProtocol,
+    workers: usize,
+    addr: SocketAddr,
+) -> ServerThread {
+    match transport {
+        ThriftTransport::Buffered => with_protocol(
+            processor,
+            TBufferedReadTransportFactory::new(),
+            TBufferedWriteTransportFactory::new(),
+            protocol,
+            workers,
+            addr,
+        ),
+        ThriftTransport::Framed => with_protocol(
+            processor,
+            TFramedReadTransportFactory::new(),
+            TFramedWriteTransportFactory::new(),
+            protocol,
+            workers,
+            addr,
+        ),
+    }
+}
+
+/// The server thread over the given transport factories, with the factories of `protocol`.
+/// Requests are read through [`NullableArgsFactory`] whatever the protocol.
+fn with_protocol<RTF, WTF>(
+    processor: HbaseSyncProcessor<Gateway>,
+    read_transport: RTF,
+    write_transport: WTF,
+    protocol: ThriftProtocol,
+    workers: usize,
+    addr: SocketAddr,
+) -> ServerThread
+where
+    RTF: TReadTransportFactory + Send + 'static,
+    WTF: TWriteTransportFactory + Send + 'static,
+{
+    match protocol {
+        ThriftProtocol::Binary => listener(
+            processor,
+            read_transport,
+            NullableArgsFactory(TBinaryInputProtocolFactory::new()),
+            write_transport,
+            TBinaryOutputProtocolFactory::new(),
+            workers,
+            addr,
+        ),
+        ThriftProtocol::Compact => listener(
+            processor,
+            read_transport,
+            NullableArgsFactory(TCompactInputProtocolFactory::new()),
+            write_transport,
+            TCompactOutputProtocolFactory::new(),
+            workers,
+            addr,
+        ),
+    }
+}
+
+/// The server thread for one transport/protocol combination.
+fn listener<RTF, IPF, WTF, OPF>(
+    processor: HbaseSyncProcessor<Gateway>,
+    read_transport: RTF,
+    input_protocol: IPF,
+    write_transport: WTF,
+    output_protocol: OPF,
+    workers: usize,
+    addr: SocketAddr,
+) -> ServerThread
+where
+    RTF: TReadTransportFactory + Send + 'static,
+    IPF: TInputProtocolFactory + Send + 'static,
+    WTF: TWriteTransportFactory + Send + 'static,
+    OPF: TOutputProtocolFactory + Send + 'static,
+{
+    Box::new(move || {
+        let mut server = TServer::new(
+            read_transport,
+            input_protocol,
+            write_transport,
+            output_protocol,
+            processor,
+            workers,
+        );
+        server.listen(addr)
+    })
+}
