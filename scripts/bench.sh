@@ -61,7 +61,7 @@ PG_THREADS=2
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'bench.sh: %s\n' "$*" >&2; exit 1; }
 
-[[ -f Cargo.toml && -f bench/src/bench.rs ]] || die "run from the hbidx repository root"
+[[ -f Cargo.toml && -f bench/src/bench/mod.rs ]] || die "run from the hbidx repository root"
 [[ $(id -u) -eq 0 ]] || die "run as root (installs packages and runs PostgreSQL as user postgres)"
 REPO=$(pwd)
 

@@ -37,7 +37,7 @@ BYTES_PER_ROW=${SCALE_BYTES_PER_ROW:-1600}
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'scale.sh: %s\n' "$*" >&2; exit 1; }
 
-[[ -f Cargo.toml && -f bench/src/bench.rs ]] || die "run from the hbidx repository root"
+[[ -f Cargo.toml && -f bench/src/bench/mod.rs ]] || die "run from the hbidx repository root"
 [[ $SMALL =~ ^[0-9]+$ && $LARGE =~ ^[0-9]+$ && $SMALL -gt 0 && $LARGE -gt 0 ]] \
     || die "SCALE_SMALL and SCALE_ROWS must be positive row counts"
 [[ -z $MID || ($MID =~ ^[0-9]+$ && $MID -gt $SMALL && $MID -lt $LARGE) ]] \

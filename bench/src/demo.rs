@@ -9,7 +9,7 @@ use hbidx_schema::config::{FieldKind, HbidxConfig, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub(crate) use hbidx_store::now_ms;
+use hbidx_store::now_ms;
 
 use crate::people::{PeopleGen, Person};
 

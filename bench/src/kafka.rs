@@ -25,8 +25,9 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::bench::Row;
-use crate::demo::{PersonColumns, demo_table, now_ms};
+use crate::demo::{PersonColumns, demo_table};
 use crate::report::RssMonitor;
+use hbidx_store::now_ms;
 
 const PARTITIONS: i32 = 4;
 /// Produced events awaiting their broker ack, at most.

@@ -2,7 +2,7 @@
 //! middleware that times requests, and `GET /metrics`.
 //!
 //! Metrics are recorded where the work happens, through the `metrics` facade: the HTTP layer
-//! and lookups here, the indexer thread in `hbidx-indexer` (`pipeline.rs`, `kafka.rs`), store
+//! and lookups here, the indexer thread in `hbidx-indexer` (`pipeline/`, `kafka.rs`), store
 //! calls in `hbidx_store::MeteredStore`. Without an installed recorder (unit tests that build
 //! the router directly) every macro is a no-op and `/metrics` answers 404.
 //!
@@ -68,7 +68,7 @@ const fn doc(
 use MetricKind::{Counter, Gauge, Histogram};
 
 /// Every metric hbidx exports. The `hbidx_thrift_*` series and the breaker gauge come from the
-/// HBase store (store/src/hbase.rs, breaker.rs).
+/// HBase store (store/src/hbase/, breaker.rs).
 pub const CATALOGUE: &[MetricDoc] = &[
     doc(
         "hbidx_build_info",

@@ -10,9 +10,10 @@ use serde_json::json;
 use super::BATCH;
 use super::measure::{cpu_per_event, percentile, process_cpu_seconds};
 use crate::bench::Row;
-use crate::demo::{DEMO_SEED, PersonColumns, now_ms};
+use crate::demo::{DEMO_SEED, PersonColumns};
 use crate::people::PeopleGen;
 use crate::report::UniformSample;
+use hbidx_store::now_ms;
 
 /// One row in this many gets new values in the updates phase.
 const UPDATE_EVERY: u64 = 10;

@@ -11,9 +11,10 @@ use hbidx_schema::config::{HbidxConfig, TableConfig};
 use super::measure::{commit_summary, cpu_per_event, process_cpu_seconds};
 use super::{BATCH, BenchArgs};
 use crate::bench::Row;
-use crate::demo::{DEMO_SEED, PersonColumns, now_ms};
+use crate::demo::{DEMO_SEED, PersonColumns};
 use crate::people::{PeopleGen, Person};
 use crate::report::UniformSample;
+use hbidx_store::now_ms;
 
 /// The first `rows` people of the bench's seed, in batches, generated on a thread of their own
 /// a few batches ahead of the consumer (and stopping when it goes away).

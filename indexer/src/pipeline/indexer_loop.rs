@@ -15,7 +15,7 @@ use crate::source::Source;
 
 use super::report::{IndexerMetrics, refresh_index_stats, update_partitions};
 use super::schedule::CommitSchedule;
-use super::{CommitPolicy, IndexerStats, now_ms};
+use super::{CommitPolicy, IndexerStats};
 
 /// The wait after the first failed poll or apply; it doubles with each failure in a row.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
@@ -231,7 +231,9 @@ impl<'a> IndexerLoop<'a> {
             Ok(checkpoint) => {
                 let took = started.elapsed();
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                self.stats.last_commit_ms.store(now_ms(), Ordering::Relaxed);
+                self.stats
+                    .last_commit_ms
+                    .store(hbidx_store::now_ms().unsigned_abs(), Ordering::Relaxed);
                 self.stats
                     .last_commit_micros
                     .store(took.as_micros() as u64, Ordering::Relaxed);

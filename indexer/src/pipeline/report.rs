@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use crate::checkpoint::Checkpoint;
 use crate::index::TableIndexWriter;
 
-use super::{IndexerStats, PartitionStatus, now_ms};
+use super::{IndexerStats, PartitionStatus};
 
 /// The indexer's Prometheus metrics, registered once per thread (a handle update is an atomic
 /// add; looking a metric up by name and labels on every poll would hash the key each time).
@@ -97,7 +97,7 @@ pub(super) fn update_partitions(
     reports: Vec<crate::source::PartitionReport>,
     metrics: Option<&IndexerMetrics>,
 ) {
-    let now = now_ms() as i64;
+    let now = hbidx_store::now_ms();
     let mut partitions: Vec<PartitionStatus> = reports
         .into_iter()
         .map(|report| {

@@ -1,0 +1,167 @@
+//! Reading a lookup's parameters: the query string of `GET .../rows` into conditions, limit,
+//! cursor, projection and consistency, and the field names both endpoints accept.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hbidx_indexer::{Condition, MatchMode};
+use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
+
+use crate::{ApiError, TableRuntime};
+
+use super::response::Consistency;
+
+/// Resolves a parameter name to an indexed field: a field's own name, or a field kind
+/// (`phone`, `idcard`, `name`) when the table has exactly one field of that kind.
+pub(super) fn resolve_field<'a>(table: &'a TableConfig, param: &str) -> Option<&'a IndexedField> {
+    if let Some(field) = table.fields.iter().find(|f| f.name == param) {
+        return Some(field);
+    }
+    let kind = match param {
+        "phone" => FieldKind::Phone,
+        "idcard" => FieldKind::Idcard,
+        "name" => FieldKind::Name,
+        _ => return None,
+    };
+    let mut of_kind = table.fields.iter().filter(|f| f.kind == kind);
+    match (of_kind.next(), of_kind.next()) {
+        (Some(field), None) => Some(field),
+        _ => None,
+    }
+}
+
+/// Parsed `columns=` projection: `None` means all columns.
+pub(crate) fn parse_columns(
+    table: &TableConfig,
+    field: &str,
+    raw: &str,
+) -> Result<Vec<String>, ApiError> {
+    let mut columns = Vec::new();
+    for column in raw.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let family = column.split(':').next().unwrap_or_default();
+        if !table.families.iter().any(|f| f.name == family) {
+            return Err(ApiError::bad_request(
+                field,
+                format!("column \"{column}\": family \"{family}\" is not declared for this table"),
+            ));
+        }
+        columns.push(column.to_string());
+    }
+    if columns.is_empty() {
+        return Err(ApiError::bad_request(field, "no columns given"));
+    }
+    Ok(columns)
+}
+
+pub(crate) fn encode_cursor(rowkey: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(rowkey)
+}
+
+fn decode_cursor(raw: &str) -> Result<Vec<u8>, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(raw)
+        .map_err(|_| ApiError::bad_request("cursor", "not a cursor returned by this service"))
+}
+
+pub(super) struct RowsQuery {
+    pub(super) conditions: Vec<Condition>,
+    pub(super) limit: usize,
+    pub(super) cursor: Option<Vec<u8>>,
+    pub(super) columns: Option<Vec<String>>,
+    pub(super) index_only: bool,
+    pub(super) consistency: Consistency,
+}
+
+pub(super) fn parse_rows_query(
+    runtime: &TableRuntime,
+    pairs: &[(String, String)],
+    limits: &crate::Limits,
+) -> Result<RowsQuery, ApiError> {
+    let table = &runtime.config;
+    let mut mode = MatchMode::Exact;
+    let mut limit = limits.default_page;
+    let mut cursor = None;
+    let mut columns = None;
+    let mut index_only = false;
+    let mut consistency = Consistency::default();
+    let mut field_values: Vec<(&str, &IndexedField, bool, &str)> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, value) in pairs {
+        if seen.contains(&name.as_str()) {
+            return Err(ApiError::bad_request(name, "given more than once"));
+        }
+        seen.push(name);
+        match name.as_str() {
+            "match" => {
+                mode = MatchMode::parse(value).ok_or_else(|| {
+                    ApiError::bad_request("match", "must be exact, prefix, partial or pinyin")
+                })?;
+            }
+            "limit" => {
+                limit = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=limits.max_page).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(
+                            "limit",
+                            format!("must be a whole number from 1 to {}", limits.max_page),
+                        )
+                    })?;
+            }
+            "cursor" => cursor = Some(decode_cursor(value)?),
+            "columns" => columns = Some(parse_columns(table, "columns", value)?),
+            "consistency" => consistency = Consistency::parse("consistency", value)?,
+            "index_only" => {
+                index_only = match value.as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(ApiError::bad_request("index_only", "must be true or false")),
+                }
+            }
+            other => {
+                let (base, suffix) = match other.strip_suffix("_suffix") {
+                    Some(base) => (base, true),
+                    None => (other, false),
+                };
+                let field = resolve_field(table, base).ok_or_else(|| {
+                    let known: Vec<_> = table.fields.iter().map(|f| f.name.as_str()).collect();
+                    ApiError::bad_request(
+                        other,
+                        format!(
+                            "unknown parameter; lookup fields of table \"{}\" are {}",
+                            table.name,
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+                field_values.push((other, field, suffix, value.as_str()));
+            }
+        }
+    }
+    if field_values.is_empty() {
+        return Err(ApiError::bad_request(
+            "query",
+            "give at least one lookup field, e.g. phone=, phone_suffix=, idcard= or name=",
+        ));
+    }
+    let conditions = field_values
+        .into_iter()
+        .map(|(param, field, suffix, raw)| {
+            // match= applies to name fields; other kinds are always exact.
+            let field_mode = if field.kind == FieldKind::Name {
+                mode
+            } else {
+                MatchMode::Exact
+            };
+            Condition::build(param, field, field_mode, suffix, raw)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RowsQuery {
+        conditions,
+        limit,
+        cursor,
+        columns,
+        index_only,
+        consistency,
+    })
+}
