@@ -71,18 +71,8 @@ pub(super) async fn scan_reindex(
     table: &str,
     report: &mut Vec<Row>,
 ) -> Result<()> {
-    let started = Instant::now();
-    let job: serde_json::Value = client
-        .post(format!("{base}/v1/tables/{table}/reindex"))
-        .json(&serde_json::json!({"from": "store"}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let job = wait_job(client, base, &job).await?;
+    let (job, secs) = run_job(client, base, table, "reindex", json!({"from": "store"})).await?;
     let rows = job["done"].as_u64().unwrap_or(0);
-    let secs = started.elapsed().as_secs_f64();
     let rate = rows as f64 / secs;
     report.push(
         Row::new(
@@ -102,17 +92,7 @@ pub(super) async fn verify_full(
     table: &str,
     report: &mut Vec<Row>,
 ) -> Result<()> {
-    let started = Instant::now();
-    let job: serde_json::Value = client
-        .post(format!("{base}/v1/tables/{table}/verify"))
-        .json(&json!({"full": true}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let job = wait_job(client, base, &job).await?;
-    let secs = started.elapsed().as_secs_f64();
+    let (job, secs) = run_job(client, base, table, "verify", json!({"full": true})).await?;
     let verified = &job["report"];
     let index_rows = verified["index_rows_checked"].as_u64().unwrap_or(0);
     let store_rows = verified["store_rows_checked"].as_u64().unwrap_or(0);
@@ -131,6 +111,28 @@ pub(super) async fn verify_full(
         .value(rate, "rows/s"),
     );
     Ok(())
+}
+
+/// Starts the job `POST …/{table}/{action}` with `body` and waits for it: its last status and
+/// the seconds it took.
+async fn run_job(
+    client: &reqwest::Client,
+    base: &str,
+    table: &str,
+    action: &str,
+    body: serde_json::Value,
+) -> Result<(serde_json::Value, f64)> {
+    let started = Instant::now();
+    let job: serde_json::Value = client
+        .post(format!("{base}/v1/tables/{table}/{action}"))
+        .json(&body)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let job = wait_job(client, base, &job).await?;
+    Ok((job, started.elapsed().as_secs_f64()))
 }
 
 /// Polls the job `job` (a job status as returned when it was started) until it is over: its

@@ -143,15 +143,7 @@ pub fn spawn(
     source: Box<dyn Source>,
     policy: CommitPolicy,
 ) -> Result<IndexerHandle> {
-    let (publish, _) = watch::channel(writer.checkpoint().clone());
-    start(
-        writer,
-        source,
-        policy,
-        Arc::new(publish),
-        Arc::new(IndexerStats::default()),
-        true,
-    )
+    start_fresh(writer, source, policy, true)
 }
 
 /// Starts an indexer that builds a shadow index (a reindex replay). It keeps its own counters
@@ -161,14 +153,25 @@ pub fn spawn_shadow(
     source: Box<dyn Source>,
     policy: CommitPolicy,
 ) -> Result<IndexerHandle> {
+    start_fresh(writer, source, policy, false)
+}
+
+/// An indexer with its own checkpoint channel and counters.
+fn start_fresh(
+    writer: TableIndexWriter,
+    source: Box<dyn Source>,
+    policy: CommitPolicy,
+    export_metrics: bool,
+) -> Result<IndexerHandle> {
     let (publish, _) = watch::channel(writer.checkpoint().clone());
+    let stats = Arc::new(IndexerStats::default());
     start(
         writer,
         source,
         policy,
         Arc::new(publish),
-        Arc::new(IndexerStats::default()),
-        false,
+        stats,
+        export_metrics,
     )
 }
 
