@@ -2,11 +2,11 @@
 //! `caching`-sized batches as clients call for rows.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hbase_thrift::hbase::{ScannerID, TRowResult, TScan};
-use hbidx_store::ScanRequest;
+use hbidx_store::{ScanRequest, lock};
 
 use crate::error::{Answer, Failure};
 use crate::handler::Gateway;
@@ -56,12 +56,6 @@ fn expired(scanner: &Mutex<Scanner>, lease: Duration) -> bool {
         }
         Err(std::sync::TryLockError::WouldBlock) => false,
     }
-}
-
-/// Locks a mutex, ignoring poisoning: a scanner whose call panicked is still consistent enough
-/// to be closed.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Gateway {

@@ -26,7 +26,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{ChangeEvent, Mutation};
-use hbidx_store::now_ms;
+use hbidx_store::{lock, now_ms};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::message::Message;
 use rdkafka::types::RDKafkaRespErr;
@@ -76,12 +76,6 @@ struct Positions {
     returned: Mutex<BTreeMap<i32, i64>>,
     /// Last offset covered by an index commit, per partition (the Kafka commit hint).
     committed: Mutex<BTreeMap<i32, i64>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct RebalanceContext {

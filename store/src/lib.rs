@@ -25,6 +25,7 @@ mod hbase;
 mod metered;
 mod row_cache;
 mod row_state;
+mod sync;
 mod thrift1;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
@@ -39,4 +40,5 @@ pub use hbidx_schema::config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftT
 pub use metered::MeteredStore;
 pub use row_cache::{DEFAULT_ROW_CACHE_BYTES, RowCacheStats};
 pub use row_state::{RowState, StoredCell};
+pub use sync::lock;
 pub use thrift1::HBASE_2_ONLY;

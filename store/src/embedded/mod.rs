@@ -62,7 +62,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -78,6 +78,7 @@ mod rows;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use crate::sync::lock;
 pub(crate) use rows::prefix_successor;
 
 use feed::{FeedClock, decode_seq, offset_of, trimmed_key};
@@ -234,12 +235,6 @@ struct TableBudget {
     row_cache_bytes: u64,
     /// The memtable limit of each keyspace created for the table.
     keyspace_memtable_bytes: u64,
-}
-
-/// Locks a mutex, ignoring poisoning: every critical section in this module leaves its state
-/// consistent at each point a panic could occur.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Escapes a table name into the keyspace-name alphabet; see the module docs.
