@@ -64,6 +64,7 @@ mod admin;
 mod args;
 mod error;
 mod handler;
+mod limits;
 mod options;
 mod parse;
 mod reads;

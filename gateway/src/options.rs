@@ -30,6 +30,8 @@ pub struct GatewayOptions {
     pub max_scanners: usize,
     /// The HBase release to answer like.
     pub api: HbaseApi,
+    /// Elements one list, set or map of a request may claim (limits.rs).
+    pub max_container_len: usize,
 }
 
 impl GatewayOptions {
@@ -44,6 +46,7 @@ impl GatewayOptions {
             scanner_lease: DEFAULT_SCANNER_LEASE,
             max_scanners: DEFAULT_MAX_SCANNERS,
             api: HbaseApi::default(),
+            max_container_len: hbidx_schema::config::DEFAULT_THRIFT_MAX_CONTAINER_LEN,
         }
     }
 }

@@ -19,6 +19,7 @@ use thrift::transport::{
 
 use crate::args::NullableArgsFactory;
 use crate::handler::Gateway;
+use crate::limits::LimitedFactory;
 use crate::options::{ConfiguredTable, GatewayOptions};
 
 /// How long `serve` waits for the server thread to accept connections.
@@ -77,13 +78,7 @@ pub fn serve(
             .map_err(|error| StoreError::Storage(Box::new(error)))
     };
     let processor = HbaseSyncProcessor::new(gateway);
-    spawn(server_thread(
-        processor,
-        options.transport,
-        options.protocol,
-        workers,
-        local_addr,
-    ))?;
+    spawn(server_thread(processor, &options, local_addr))?;
 
     // The probe connection is served like any other: its worker sees end-of-file and returns.
     let deadline = Instant::now() + START_TIMEOUT;
@@ -113,62 +108,65 @@ type ServerThread = Box<dyn FnOnce() -> thrift::Result<()> + Send>;
 /// axis, since each factory is a type of its own.
 fn server_thread(
     processor: HbaseSyncProcessor<Gateway>,
-    transport: ThriftTransport,
-    protocol: ThriftProtocol,
-    workers: usize,
+    options: &GatewayOptions,
     addr: SocketAddr,
 ) -> ServerThread {
-    match transport {
+    match options.transport {
         ThriftTransport::Buffered => with_protocol(
             processor,
             TBufferedReadTransportFactory::new(),
             TBufferedWriteTransportFactory::new(),
-            protocol,
-            workers,
+            options,
             addr,
         ),
         ThriftTransport::Framed => with_protocol(
             processor,
             TFramedReadTransportFactory::new(),
             TFramedWriteTransportFactory::new(),
-            protocol,
-            workers,
+            options,
             addr,
         ),
     }
 }
 
-/// The server thread over the given transport factories, with the factories of `protocol`.
-/// Requests are read through [`NullableArgsFactory`] whatever the protocol.
+/// The server thread over the given transport factories, with the factories of the options'
+/// protocol. Requests are read through [`NullableArgsFactory`] and, under it, the size checks
+/// of [`LimitedFactory`], whatever the protocol.
 fn with_protocol<RTF, WTF>(
     processor: HbaseSyncProcessor<Gateway>,
     read_transport: RTF,
     write_transport: WTF,
-    protocol: ThriftProtocol,
-    workers: usize,
+    options: &GatewayOptions,
     addr: SocketAddr,
 ) -> ServerThread
 where
     RTF: TReadTransportFactory + Send + 'static,
     WTF: TWriteTransportFactory + Send + 'static,
 {
-    match protocol {
+    let max_container_len = options.max_container_len;
+    match options.protocol {
         ThriftProtocol::Binary => listener(
             processor,
             read_transport,
-            NullableArgsFactory(TBinaryInputProtocolFactory::new()),
+            NullableArgsFactory(LimitedFactory {
+                inner: TBinaryInputProtocolFactory::new(),
+                max_container_len,
+            }),
             write_transport,
             TBinaryOutputProtocolFactory::new(),
-            workers,
+            options.workers,
             addr,
         ),
         ThriftProtocol::Compact => listener(
             processor,
             read_transport,
-            NullableArgsFactory(TCompactInputProtocolFactory::new()),
+            NullableArgsFactory(LimitedFactory {
+                inner: TCompactInputProtocolFactory::new(),
+                max_container_len,
+            }),
             write_transport,
             TCompactOutputProtocolFactory::new(),
-            workers,
+            options.workers,
             addr,
         ),
     }

@@ -42,6 +42,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     store: Arc<EmbeddedStore>,
     client: FramedCompactClient,
+    addr: std::net::SocketAddr,
 }
 
 fn start(kafka_topic: Option<&str>, lease: Duration, max_scanners: usize) -> Fixture {
@@ -81,6 +82,7 @@ fn start(kafka_topic: Option<&str>, lease: Duration, max_scanners: usize) -> Fix
         _dir: dir,
         store,
         client,
+        addr: server.local_addr(),
     }
 }
 
@@ -293,4 +295,76 @@ fn a_taken_port_is_an_error_naming_the_address() {
     let error = serve(store, Vec::new(), GatewayOptions::new(addr)).unwrap_err();
     assert!(matches!(error, StoreError::GatewayBind { .. }));
     assert!(error.to_string().contains(&addr.to_string()), "{error}");
+}
+
+/// Writes the claimed container header of a hostile request.
+type Claim = fn(&mut dyn thrift::protocol::TOutputProtocol) -> thrift::Result<()>;
+
+/// A request claiming a container of two billion elements, or of a negative count, is refused
+/// before anything is allocated for it: the connection is closed and the gateway serves on.
+/// (Without the check the generated code asks the allocator for over 100 GB, which aborts the
+/// whole process, this test's included.)
+#[test]
+fn claimed_container_sizes_over_the_limit_are_refused() {
+    use thrift::protocol::{
+        TFieldIdentifier, TInputProtocol, TListIdentifier, TMapIdentifier, TMessageIdentifier,
+        TMessageType, TOutputProtocol, TStructIdentifier, TType,
+    };
+    let mut fixture = start(None, Duration::from_secs(60), 10);
+    let claims: [(&str, i16, TType, Claim); 3] = [
+        ("mutateRows", 2, TType::List, |o| {
+            o.write_list_begin(&TListIdentifier::new(TType::Struct, i32::MAX))
+        }),
+        // Compact's writer can't write a negative count: the header byte (0xF0 | binary) and
+        // the count -1 as its unsigned varint, as a hostile client would send them.
+        ("getRows", 2, TType::List, |o| {
+            [0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]
+                .into_iter()
+                .try_for_each(|byte| o.write_byte(byte))
+        }),
+        ("getRow", 3, TType::Map, |o| {
+            o.write_map_begin(&TMapIdentifier::new(TType::String, TType::String, i32::MAX))
+        }),
+    ];
+    for (method, field, field_type, claim) in claims {
+        let stream = std::net::TcpStream::connect(fixture.addr).expect("connects");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let (read, write) = TTcpChannel::with_stream(stream).split().expect("split");
+        let mut output = TCompactOutputProtocol::new(TFramedWriteTransport::new(write));
+        output
+            .write_message_begin(&TMessageIdentifier::new(method, TMessageType::Call, 1))
+            .unwrap();
+        output
+            .write_struct_begin(&TStructIdentifier::new("args"))
+            .unwrap();
+        output
+            .write_field_begin(&TFieldIdentifier::new("tableName", TType::String, 1))
+            .unwrap();
+        output.write_bytes(b"app:people").unwrap();
+        output.write_field_end().unwrap();
+        output
+            .write_field_begin(&TFieldIdentifier::new("claim", field_type, field))
+            .unwrap();
+        claim(&mut output).unwrap();
+        output.flush().unwrap();
+        // The server answers an exception (or closes the connection), never a result.
+        let mut input = TCompactInputProtocol::new(TFramedReadTransport::new(read));
+        match input.read_message_begin() {
+            Ok(message) => {
+                assert_eq!(message.message_type, TMessageType::Exception, "{method}");
+                let error = thrift::Error::read_application_error_from_in_protocol(&mut input)
+                    .expect("an application exception");
+                assert!(
+                    error.message.contains("over the gateway's limit"),
+                    "{method}: {error:?}"
+                );
+            }
+            Err(error) => eprintln!("{method}: connection closed ({error})"),
+        }
+    }
+    // And goes on serving.
+    let names = fixture.client.get_table_names().expect("still serving");
+    assert!(names.contains(&b"app:people".to_vec()), "{names:?}");
 }

@@ -539,6 +539,7 @@ pub fn gateway_options(server: &ServerConfig, flag: Option<SocketAddr>) -> Optio
         protocol: server.thrift_protocol,
         workers: server.thrift_workers,
         api: server.thrift_api,
+        max_container_len: server.thrift_max_container_len,
         ..GatewayOptions::new(listen)
     })
 }

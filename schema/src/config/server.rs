@@ -10,6 +10,7 @@
 //! thrift_transport = "buffered"      # or "framed"
 //! thrift_protocol = "binary"         # or "compact"
 //! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
+//! thrift_max_container_len = 100000  # elements one list, set or map of a request may claim
 //! rowkey_cache_mb = 64               # per table; overrides [memory]'s rowkey cache split
 //! ```
 
@@ -27,6 +28,11 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
 
 /// Thrift gateway connections served at once when `thrift_workers` doesn't say.
 pub const DEFAULT_THRIFT_WORKERS: usize = 64;
+
+/// Elements one list, set or map of a Thrift request may claim when
+/// `thrift_max_container_len` doesn't say: far above what an HBase client batches into one call
+/// (happybase's batches are thousands of cells), far below what could exhaust memory.
+pub const DEFAULT_THRIFT_MAX_CONTAINER_LEN: usize = 100_000;
 
 /// Which HBase release's Thrift1 server the gateway answers like.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,6 +56,7 @@ pub(crate) struct RawServer {
     thrift_transport: Option<String>,
     thrift_protocol: Option<String>,
     thrift_hbase_version: Option<i64>,
+    thrift_max_container_len: Option<i64>,
     rowkey_cache_mb: Option<i64>,
 }
 
@@ -72,6 +79,9 @@ pub struct ServerConfig {
     /// The HBase release the gateway answers like: 1.x refuses the methods 2.0 added, so a
     /// client (hbidx's own HBase store included) can be checked against a 1.x cluster.
     pub thrift_api: HbaseApi,
+    /// Elements one list, set or map of a gateway request may claim; a request claiming more
+    /// is refused before anything is allocated for it.
+    pub thrift_max_container_len: usize,
     /// Budget of each table searcher's rowkey cache, when set here; otherwise each table gets
     /// its share of `[memory] rowkey_cache_mb`. Its hit ratio is on `/metrics`
     /// (`hbidx_rowkey_cache_*`): when misses keep pace with hits, the working set is bigger
@@ -90,6 +100,7 @@ impl Default for ServerConfig {
             thrift_transport: ThriftTransport::Buffered,
             thrift_protocol: ThriftProtocol::Binary,
             thrift_api: HbaseApi::V2,
+            thrift_max_container_len: DEFAULT_THRIFT_MAX_CONTAINER_LEN,
             rowkey_cache_bytes: None,
         }
     }
@@ -182,6 +193,16 @@ impl ServerConfig {
                 ));
             }
         };
+        let thrift_max_container_len = match raw.thrift_max_container_len {
+            None => DEFAULT_THRIFT_MAX_CONTAINER_LEN,
+            Some(len @ 1..=100_000_000) => len as usize,
+            Some(len) => {
+                return Err(invalid(
+                    "thrift_max_container_len",
+                    format!("{len} is not within 1..=100000000"),
+                ));
+            }
+        };
         let rowkey_cache_bytes = match raw.rowkey_cache_mb {
             None => None,
             Some(mb @ 1..=65536) => Some((mb as u64) << 20),
@@ -201,6 +222,7 @@ impl ServerConfig {
             thrift_transport,
             thrift_protocol,
             thrift_api,
+            thrift_max_container_len,
             rowkey_cache_bytes,
         })
     }
@@ -265,6 +287,10 @@ mod tests {
                 "server.thrift_lisen: unknown field",
             ),
             ("rowkey_cache_mb = 0", "server.rowkey_cache_mb: 0"),
+            (
+                "thrift_max_container_len = -1",
+                "server.thrift_max_container_len: -1",
+            ),
             ("rowkey_cache_mb = 100000", "server.rowkey_cache_mb: 100000"),
         ] {
             let error = parse(text).unwrap_err().to_string();
