@@ -14,7 +14,7 @@
 //! - the indexer thread: [`spawn`], [`spawn_shadow`], [`spawn_with`], [`CommitPolicy`],
 //!   [`IndexerHandle`], [`IndexerStats`];
 //! - sources: [`Source`] and its kinds, [`Prefetch`], [`KafkaSource`], [`DeadLetterFile`],
-//!   [`ReplayTargets`]; event formats [`encode_json`], [`encode_proxy`];
+//!   [`ReplayTargets`]; event formats: [`decode_json`], [`decode_proxy`] and their encoders;
 //! - write-through: [`KafkaPublisher`];
 //! - drift: [`diff_row`], [`kept_columns`], [`Drift`], [`DriftKind`].
 
@@ -36,7 +36,10 @@ pub use analysis::{Condition, ConditionOp, MatchMode};
 pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
 pub use filters::FilterStats;
-pub use formats::{EventFormat, encode_json, encode_proxy};
+pub use formats::{
+    DecodeError, Decoded, EventFormat, ProxyCell, ProxyDecoded, decode_json, decode_proxy,
+    encode_json, encode_proxy,
+};
 pub use index::{
     ApplyOutcome, CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, RowsPage,
     TableIndexWriter, TableSearcher, WriterOptions, committed_checkpoint, open_table_index,

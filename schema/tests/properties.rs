@@ -214,6 +214,39 @@ proptest! {
     fn config_parser_never_panics_on_noise(text in "\\PC{0,200}") {
         let _ = parse_config(&text);
     }
+
+    /// Every section, with keys of every section and values of every type: the whole builder
+    /// (store, sources, server, security, memory) answers a config or a `ConfigError`.
+    #[test]
+    fn whole_config_builder_never_panics(
+        text in "(\\[(store|server|security|memory|indexer|other)\\]\n|\\[\\[(sources|security\\.keys|tables)\\]\\]\n|(kind|thrift|pool_size|timeout_ms|brokers|topic|table|format|start|listen|workers|http_cpus|thrift_listen|thrift_workers|thrift_hbase_version|rowkey_cache_mb|id|sha256|scopes|rate_limit|budget_mb|index_writers_mb|name) = (-?[0-9]{1,12}|\"[a-z0-9:.]{0,12}\"|true|\\[-?[0-9]{0,4}\\]|\\[\"(lookup|admin|x)\"\\]|\\{ ?per_second = -?[0-9]{1,3} ?\\})\n){0,20}"
+    ) {
+        let _ = parse_config(&text);
+    }
+
+    /// The example config with some of its lines dropped or duplicated.
+    #[test]
+    fn the_example_config_cut_up_never_panics(
+        keep in proptest::collection::vec(0u8..4, 0..200),
+    ) {
+        let mut text = String::new();
+        for (line, choice) in hbidx_schema::EXAMPLE_CONFIG.lines().zip(keep.iter().chain(std::iter::repeat(&1))) {
+            match choice {
+                0 => {}
+                3 => {
+                    text.push_str(line);
+                    text.push('\n');
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                _ => {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+        let _ = parse_config(&text);
+    }
 }
 
 /// Adding a region to a ring of N moves about 1/(N+1) of the keys, all of them to the new

@@ -12,6 +12,9 @@
 //! - [`HbaseStore`]: the implementation over a real HBase cluster's Thrift1 server, with a
 //!   connection pool, deadlines, retries for transport errors and a circuit breaker.
 //! - [`StoreConfig`]: the `[store]` config section (parsed by the schema crate's config builder).
+//! - [`RowState`]: the cell/tombstone merge rules the store and the indexer share.
+//! - [`now_ms`]: the one wall clock every default cell timestamp comes from; [`lock`]: a mutex
+//!   lock that ignores poisoning, for the crates above.
 //!
 //! The mutation model itself ([`hbidx_schema::model`]) lives in the schema crate so that the
 //! indexer can consume it without depending on this crate's storage.
