@@ -76,7 +76,8 @@ mod writes;
 pub use handler::Gateway;
 pub use hbidx_schema::config::{HbaseApi, ThriftProtocol, ThriftTransport};
 pub use options::{
-    ConfiguredTable, DEFAULT_MAX_SCANNERS, DEFAULT_SCANNER_LEASE, DEFAULT_WORKERS, GatewayOptions,
+    ConfiguredTable, DEFAULT_MAX_SCANNERS, DEFAULT_MAX_STRING_LEN, DEFAULT_SCANNER_LEASE,
+    DEFAULT_WORKERS, GatewayOptions,
 };
 pub use server::{GatewayServer, serve};
 

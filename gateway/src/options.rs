@@ -9,6 +9,9 @@ use hbidx_schema::config::{HbaseApi, TableConfig, ThriftProtocol, ThriftTranspor
 
 /// Worker threads by default: one per open connection (see the crate docs).
 pub const DEFAULT_WORKERS: usize = hbidx_schema::config::DEFAULT_THRIFT_WORKERS;
+/// Bytes one string or binary of a request may claim by default: HBase refuses cells over
+/// 10 MB (`hbase.client.keyvalue.maxsize`), so 64 MiB never refuses a call HBase would take.
+pub const DEFAULT_MAX_STRING_LEN: usize = 64 << 20;
 /// HBase's default scanner lease (`hbase.client.scanner.timeout.period`).
 pub const DEFAULT_SCANNER_LEASE: Duration = Duration::from_secs(60);
 /// Open scanners allowed at once by default.
@@ -32,6 +35,8 @@ pub struct GatewayOptions {
     pub api: HbaseApi,
     /// Elements one list, set or map of a request may claim (limits.rs).
     pub max_container_len: usize,
+    /// Bytes one string or binary of a request may claim (limits.rs).
+    pub max_string_len: usize,
 }
 
 impl GatewayOptions {
@@ -47,6 +52,7 @@ impl GatewayOptions {
             max_scanners: DEFAULT_MAX_SCANNERS,
             api: HbaseApi::default(),
             max_container_len: hbidx_schema::config::DEFAULT_THRIFT_MAX_CONTAINER_LEN,
+            max_string_len: DEFAULT_MAX_STRING_LEN,
         }
     }
 }

@@ -19,7 +19,7 @@ use thrift::transport::{
 
 use crate::args::NullableArgsFactory;
 use crate::handler::Gateway;
-use crate::limits::LimitedFactory;
+use crate::limits::{LimitedFactory, Limits, Wire};
 use crate::options::{ConfiguredTable, GatewayOptions};
 
 /// How long `serve` waits for the server thread to accept connections.
@@ -143,14 +143,18 @@ where
     RTF: TReadTransportFactory + Send + 'static,
     WTF: TWriteTransportFactory + Send + 'static,
 {
-    let max_container_len = options.max_container_len;
+    let limits = Limits {
+        max_container_len: options.max_container_len,
+        max_string_len: options.max_string_len,
+    };
     match options.protocol {
         ThriftProtocol::Binary => listener(
             processor,
             read_transport,
             NullableArgsFactory(LimitedFactory {
                 inner: TBinaryInputProtocolFactory::new(),
-                max_container_len,
+                wire: Wire::Binary,
+                limits,
             }),
             write_transport,
             TBinaryOutputProtocolFactory::new(),
@@ -162,7 +166,8 @@ where
             read_transport,
             NullableArgsFactory(LimitedFactory {
                 inner: TCompactInputProtocolFactory::new(),
-                max_container_len,
+                wire: Wire::Compact,
+                limits,
             }),
             write_transport,
             TCompactOutputProtocolFactory::new(),
