@@ -82,4 +82,6 @@ pub use options::{
 pub use server::{GatewayServer, serve};
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;
