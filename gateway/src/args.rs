@@ -201,48 +201,18 @@ impl TInputProtocol for NullableArgs {
         self.inner.read_map_end()
     }
 
-    fn read_bool(&mut self) -> thrift::Result<bool> {
-        self.inner.read_bool()
-    }
-
-    fn read_bytes(&mut self) -> thrift::Result<Vec<u8>> {
-        self.inner.read_bytes()
-    }
-
-    fn read_i8(&mut self) -> thrift::Result<i8> {
-        self.inner.read_i8()
-    }
-
-    fn read_i16(&mut self) -> thrift::Result<i16> {
-        self.inner.read_i16()
-    }
-
-    fn read_i32(&mut self) -> thrift::Result<i32> {
-        self.inner.read_i32()
-    }
-
-    fn read_i64(&mut self) -> thrift::Result<i64> {
-        self.inner.read_i64()
-    }
-
-    fn read_double(&mut self) -> thrift::Result<f64> {
-        self.inner.read_double()
-    }
-
-    fn read_string(&mut self) -> thrift::Result<String> {
-        self.inner.read_string()
-    }
-
-    fn read_set_begin(&mut self) -> thrift::Result<TSetIdentifier> {
-        self.inner.read_set_begin()
-    }
-
-    fn read_set_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_set_end()
-    }
-
-    fn read_byte(&mut self) -> thrift::Result<u8> {
-        self.inner.read_byte()
+    crate::protocol::forward_reads! {
+        read_bool -> bool,
+        read_bytes -> Vec<u8>,
+        read_i8 -> i8,
+        read_i16 -> i16,
+        read_i32 -> i32,
+        read_i64 -> i64,
+        read_double -> f64,
+        read_string -> String,
+        read_set_begin -> TSetIdentifier,
+        read_set_end -> (),
+        read_byte -> u8,
     }
 }
 

@@ -22,59 +22,13 @@ use crate::args::NullableArgsFactory;
 use crate::limits::{LimitedFactory, Limits, Wire};
 use crate::{ConfiguredTable, Gateway, GatewayOptions};
 
-/// Every method of HBase's Thrift1 IDL, and one that isn't.
-const METHODS: &[&str] = &[
-    "enableTable",
-    "disableTable",
-    "isTableEnabled",
-    "compact",
-    "majorCompact",
-    "getTableNames",
-    "getTableNamesWithIsTableEnabled",
-    "getColumnDescriptors",
-    "getTableRegions",
-    "createTable",
-    "deleteTable",
-    "get",
-    "getVer",
-    "getVerTs",
-    "getRow",
-    "getRowWithColumns",
-    "getRowTs",
-    "getRowWithColumnsTs",
-    "getRows",
-    "getRowsWithColumns",
-    "getRowsTs",
-    "getRowsWithColumnsTs",
-    "mutateRow",
-    "mutateRowTs",
-    "mutateRows",
-    "mutateRowsTs",
-    "atomicIncrement",
-    "deleteAll",
-    "deleteAllTs",
-    "deleteAllRow",
-    "increment",
-    "incrementRows",
-    "deleteAllRowTs",
-    "scannerOpenWithScan",
-    "scannerOpen",
-    "scannerOpenWithStop",
-    "scannerOpenWithPrefix",
-    "scannerOpenTs",
-    "scannerOpenWithStopTs",
-    "scannerGet",
-    "scannerGetList",
-    "scannerClose",
-    "getRegionInfo",
-    "append",
-    "checkAndPut",
-    "getThriftServerType",
-    "getClusterId",
-    "grant",
-    "revoke",
-    "noSuchMethod",
-];
+/// Every method of HBase's Thrift1 IDL (1.2's and those 2.0 added), and one that isn't.
+fn methods() -> Vec<&'static str> {
+    let mut methods = hbidx_store::HBASE_1_2_METHODS.to_vec();
+    methods.extend_from_slice(hbidx_store::HBASE_2_ONLY);
+    methods.push("noSuchMethod");
+    methods
+}
 
 fn processor(dir: &std::path::Path) -> HbaseSyncProcessor<Gateway> {
     let config = parse_config(
@@ -120,7 +74,7 @@ fn request(compact: bool) -> impl Strategy<Value = Vec<u8>> {
         ],
         0..6,
     );
-    (proptest::sample::select(METHODS), fields, any::<bool>()).prop_map(
+    (proptest::sample::select(methods()), fields, any::<bool>()).prop_map(
         move |(method, fields, stop)| {
             let mut channel = TBufferChannel::with_capacity(0, 256);
             {

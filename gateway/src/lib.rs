@@ -67,6 +67,7 @@ mod handler;
 mod limits;
 mod options;
 mod parse;
+mod protocol;
 mod reads;
 mod scanners;
 mod server;

@@ -174,42 +174,6 @@ impl TInputProtocol for Limited {
         }
     }
 
-    fn read_message_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_message_end()
-    }
-
-    fn read_struct_begin(&mut self) -> thrift::Result<Option<TStructIdentifier>> {
-        self.inner.read_struct_begin()
-    }
-
-    fn read_struct_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_struct_end()
-    }
-
-    fn read_field_begin(&mut self) -> thrift::Result<TFieldIdentifier> {
-        self.inner.read_field_begin()
-    }
-
-    fn read_field_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_field_end()
-    }
-
-    fn read_list_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_list_end()
-    }
-
-    fn read_set_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_set_end()
-    }
-
-    fn read_map_end(&mut self) -> thrift::Result<()> {
-        self.inner.read_map_end()
-    }
-
-    fn read_bool(&mut self) -> thrift::Result<bool> {
-        self.inner.read_bool()
-    }
-
     fn read_bytes(&mut self) -> thrift::Result<Vec<u8>> {
         let len = self.read_length()?;
         let mut bytes = vec![0u8; len];
@@ -217,33 +181,27 @@ impl TInputProtocol for Limited {
         Ok(bytes)
     }
 
-    fn read_i8(&mut self) -> thrift::Result<i8> {
-        self.inner.read_i8()
-    }
-
-    fn read_i16(&mut self) -> thrift::Result<i16> {
-        self.inner.read_i16()
-    }
-
-    fn read_i32(&mut self) -> thrift::Result<i32> {
-        self.inner.read_i32()
-    }
-
-    fn read_i64(&mut self) -> thrift::Result<i64> {
-        self.inner.read_i64()
-    }
-
-    fn read_double(&mut self) -> thrift::Result<f64> {
-        self.inner.read_double()
-    }
-
     fn read_string(&mut self) -> thrift::Result<String> {
         let bytes = self.read_bytes()?;
         Ok(String::from_utf8(bytes)?)
     }
 
-    fn read_byte(&mut self) -> thrift::Result<u8> {
-        self.inner.read_byte()
+    crate::protocol::forward_reads! {
+        read_message_end -> (),
+        read_struct_begin -> Option<TStructIdentifier>,
+        read_struct_end -> (),
+        read_field_begin -> TFieldIdentifier,
+        read_field_end -> (),
+        read_list_end -> (),
+        read_set_end -> (),
+        read_map_end -> (),
+        read_bool -> bool,
+        read_i8 -> i8,
+        read_i16 -> i16,
+        read_i32 -> i32,
+        read_i64 -> i64,
+        read_double -> f64,
+        read_byte -> u8,
     }
 }
 

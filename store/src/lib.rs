@@ -44,4 +44,4 @@ pub use metered::MeteredStore;
 pub use row_cache::{DEFAULT_ROW_CACHE_BYTES, RowCacheStats};
 pub use row_state::{RowState, StoredCell};
 pub use sync::lock;
-pub use thrift1::HBASE_2_ONLY;
+pub use thrift1::{HBASE_1_2_METHODS, HBASE_2_ONLY};

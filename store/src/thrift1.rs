@@ -102,69 +102,69 @@ impl Thrift1Client {
     }
 }
 
+/// `service Hbase` of HBase 1.2's `Hbase.thrift` (hbase-thrift module, branch-1.2).
+pub const HBASE_1_2_METHODS: &[&str] = &[
+    "enableTable",
+    "disableTable",
+    "isTableEnabled",
+    "compact",
+    "majorCompact",
+    "getTableNames",
+    "getColumnDescriptors",
+    "getTableRegions",
+    "createTable",
+    "deleteTable",
+    "get",
+    "getVer",
+    "getVerTs",
+    "getRow",
+    "getRowWithColumns",
+    "getRowTs",
+    "getRowWithColumnsTs",
+    "getRows",
+    "getRowsWithColumns",
+    "getRowsTs",
+    "getRowsWithColumnsTs",
+    "mutateRow",
+    "mutateRowTs",
+    "mutateRows",
+    "mutateRowsTs",
+    "atomicIncrement",
+    "deleteAll",
+    "deleteAllTs",
+    "deleteAllRow",
+    "increment",
+    "incrementRows",
+    "deleteAllRowTs",
+    "scannerOpenWithScan",
+    "scannerOpen",
+    "scannerOpenWithStop",
+    "scannerOpenWithPrefix",
+    "scannerOpenTs",
+    "scannerOpenWithStopTs",
+    "scannerGet",
+    "scannerGetList",
+    "scannerClose",
+    "getRowOrBefore",
+    "getRegionInfo",
+    "append",
+    "checkAndPut",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `service Hbase` of HBase 1.2's `Hbase.thrift` (hbase-thrift module, branch-1.2).
-    const HBASE_1_2: &[&str] = &[
-        "enableTable",
-        "disableTable",
-        "isTableEnabled",
-        "compact",
-        "majorCompact",
-        "getTableNames",
-        "getColumnDescriptors",
-        "getTableRegions",
-        "createTable",
-        "deleteTable",
-        "get",
-        "getVer",
-        "getVerTs",
-        "getRow",
-        "getRowWithColumns",
-        "getRowTs",
-        "getRowWithColumnsTs",
-        "getRows",
-        "getRowsWithColumns",
-        "getRowsTs",
-        "getRowsWithColumnsTs",
-        "mutateRow",
-        "mutateRowTs",
-        "mutateRows",
-        "mutateRowsTs",
-        "atomicIncrement",
-        "deleteAll",
-        "deleteAllTs",
-        "deleteAllRow",
-        "increment",
-        "incrementRows",
-        "deleteAllRowTs",
-        "scannerOpenWithScan",
-        "scannerOpen",
-        "scannerOpenWithStop",
-        "scannerOpenWithPrefix",
-        "scannerOpenTs",
-        "scannerOpenWithStopTs",
-        "scannerGet",
-        "scannerGetList",
-        "scannerClose",
-        "getRowOrBefore",
-        "getRegionInfo",
-        "append",
-        "checkAndPut",
-    ];
 
     #[test]
     fn every_call_is_served_by_hbase_1_2() {
         for call in CALLS {
             assert!(
-                HBASE_1_2.contains(call),
+                HBASE_1_2_METHODS.contains(call),
                 "{call} is not served by HBase 1.2's Thrift server"
             );
         }
         for call in HBASE_2_ONLY {
-            assert!(!HBASE_1_2.contains(call), "{call}");
+            assert!(!HBASE_1_2_METHODS.contains(call), "{call}");
         }
     }
 
