@@ -17,6 +17,7 @@
 //! | `[server]` | [`ServerConfig`] | `server.rs` |
 //! | `[security]` | [`SecurityConfig`] | `security.rs` |
 //! | `[memory]` | [`MemoryBudget`] | `crate::memory` |
+//! | `[cluster]` | [`ClusterConfig`] | `cluster.rs` |
 //!
 //! ```toml
 //! [[tables]]
@@ -39,6 +40,7 @@
 //! regions = 10
 //! ```
 
+mod cluster;
 mod error;
 mod security;
 mod server;
@@ -53,6 +55,7 @@ use serde::Deserialize;
 
 use crate::memory::{MemoryBudget, RawMemory, validate_memory};
 
+pub use cluster::{ClusterConfig, DEFAULT_SHARD_TIMEOUT, KeyRange};
 pub use error::ConfigError;
 pub(crate) use error::TableError;
 pub use security::{
@@ -84,6 +87,9 @@ pub struct HbidxConfig {
     pub security: SecurityConfig,
     /// `[memory]`: the process's memory budget and its split.
     pub memory: MemoryBudget,
+    /// `[cluster]`: this instance is one shard replica of a sharded index tier; `None` for
+    /// the single-instance default, where every instance indexes every row.
+    pub cluster: Option<ClusterConfig>,
 }
 
 impl HbidxConfig {
@@ -114,6 +120,7 @@ struct RawConfig {
     security: security::RawSecurity,
     #[serde(default)]
     memory: RawMemory,
+    cluster: Option<cluster::RawCluster>,
     /// Read only to refuse it with a better message than "unknown field": earlier configs
     /// carried an `[indexer]` section that nothing read.
     indexer: Option<toml::Value>,
@@ -151,6 +158,10 @@ pub fn parse_config(toml_text: &str) -> Result<HbidxConfig, ConfigError> {
     let server = ServerConfig::validate(raw.server)?;
     let security = SecurityConfig::validate(raw.security)?;
     let memory = validate_memory(raw.memory, tables.len())?;
+    let cluster = raw
+        .cluster
+        .map(|raw| ClusterConfig::validate(raw, &tables, &store))
+        .transpose()?;
     Ok(HbidxConfig {
         tables,
         store,
@@ -158,6 +169,7 @@ pub fn parse_config(toml_text: &str) -> Result<HbidxConfig, ConfigError> {
         server,
         security,
         memory,
+        cluster,
     })
 }
 

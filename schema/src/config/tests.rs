@@ -553,3 +553,103 @@ fn every_part_kind_parses() {
     );
     assert!(design(r#"[]"#).is_err());
 }
+
+const HBASE_STORE: &str = "\n[store]\nkind = \"hbase\"\nthrift = \"127.0.0.1:9090\"\n";
+
+fn cluster(section: &str) -> Result<HbidxConfig, ConfigError> {
+    parse_config(&format!("{USER}{HBASE_STORE}\n[cluster]\n{section}"))
+}
+
+#[test]
+fn cluster_shards_default_to_runs_of_the_tables_regions() {
+    let config = cluster(
+        "shards = [[\"http://a:8080\"], [\"http://b:8080\", \"http://c:8080/\"], [\"http://d:8080\"]]\nshard = 1\n",
+    )
+    .unwrap();
+    let cluster = config.cluster.unwrap();
+    // 10 codec regions over 3 shards: regions 0-2, 3-5, 6-9, so shards start at the 3rd and
+    // 6th split points (333333.., 800000..: splits[2] is 4ccccc, splits[5] is 999999).
+    let splits = config.tables[0].split_keys(None, None).unwrap();
+    assert_eq!(
+        cluster.boundaries["user"],
+        vec![splits[2].clone(), splits[5].clone()]
+    );
+    assert_eq!(cluster.shards[1], vec!["http://b:8080", "http://c:8080"]);
+    assert_eq!(cluster.shard_of("user", b"000000u1"), 0);
+    assert_eq!(cluster.shard_of("user", &splits[2]), 1);
+    assert_eq!(cluster.shard_of("user", b"ffffffu1"), 2);
+    let range = cluster.range("user", 1);
+    assert!(range.contains(&splits[2]) && !range.contains(&splits[5]));
+    assert!(range.has_keys_after(b"4") && !range.has_keys_after(&splits[5]));
+    let cluster = cluster.with_identity(None, Some(1)).unwrap();
+    assert_eq!(cluster.own_url(), Some("http://c:8080"));
+    assert_eq!(cluster.own_range("user"), Some(range));
+}
+
+#[test]
+fn cluster_errors_name_their_key() {
+    let message = |result: Result<HbidxConfig, ConfigError>| result.unwrap_err().to_string();
+    let embedded = parse_config(&format!("{USER}\n[cluster]\nshards = [[\"http://a:1\"]]\n"));
+    assert!(
+        message(embedded).starts_with("cluster: sharding needs the rows in HBase"),
+        "embedded store refused"
+    );
+    for (section, path, says) in [
+        ("shard = 0\n", "cluster.shards", "is required"),
+        ("shards = []\n", "cluster.shards", "not within"),
+        ("shards = [[]]\n", "cluster.shards[0]", "lists no replica"),
+        (
+            "shards = [[\"a:1\"]]\n",
+            "cluster.shards[0][0]",
+            "not a base URL",
+        ),
+        (
+            "shards = [[\"http://a:1\"], [\"http://a:1\"]]\n",
+            "cluster.shards[1][0]",
+            "listed twice",
+        ),
+        (
+            "shards = [[\"http://a:1\"]]\nshard = 1\n",
+            "cluster.shard",
+            "does not exist",
+        ),
+        (
+            "shards = [[\"http://a:1\"]]\ntimeout_ms = 0\n",
+            "cluster.timeout_ms",
+            "not within",
+        ),
+        (
+            "shards = [[\"http://a:1\"], [\"http://b:1\"]]\n[cluster.boundaries]\nuser = [\"5\", \"a\"]\n",
+            "cluster.boundaries.user",
+            "2 shards need 1 boundaries, got 2",
+        ),
+        (
+            "shards = [[\"http://a:1\"], [\"http://b:1\"]]\n[cluster.boundaries]\nusers = [\"5\"]\n",
+            "cluster.boundaries.users",
+            "no table",
+        ),
+        (
+            "shards = [[\"http://a:1\"]]\nshardz = 1\n",
+            "cluster.shardz",
+            "unknown field",
+        ),
+    ] {
+        let text = message(cluster(section));
+        assert!(
+            text.starts_with(&format!("{path}: ")) && text.contains(says),
+            "{section}: {text}"
+        );
+    }
+    // Eleven shards over ten regions can't be whole regions.
+    let urls: Vec<String> = (0..11).map(|i| format!("[\"http://h{i}:1\"]")).collect();
+    let text = message(cluster(&format!("shards = [{}]\n", urls.join(", "))));
+    assert!(text.contains("fewer than 11 shards"), "{text}");
+    // The identity from the command line is checked against the layout too.
+    let config = cluster("shards = [[\"http://a:1\"]]\n").unwrap();
+    let err = config
+        .cluster
+        .unwrap()
+        .with_identity(Some(0), Some(2))
+        .unwrap_err();
+    assert!(err.to_string().starts_with("cluster.replica: "), "{err}");
+}
