@@ -51,6 +51,13 @@ struct Cli {
         env = "HBIDX_LOG_FORMAT"
     )]
     log_format: logging::LogFormat,
+    /// With `[cluster]`: this instance's shard [default: `[cluster] shard`].
+    #[arg(long, global = true, value_name = "N", env = "HBIDX_SHARD")]
+    shard: Option<usize>,
+    /// With `[cluster]`: this instance's place among its shard's replicas [default:
+    /// `[cluster] replica`, else 0].
+    #[arg(long, global = true, value_name = "N", env = "HBIDX_REPLICA")]
+    replica: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -279,6 +286,7 @@ fn disable_transparent_huge_pages() {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let config_text = tools::read_config_text(cli.config.as_deref())?;
+    let identity = (cli.shard, cli.replica);
     match cli.command {
         Command::Schema {
             command: SchemaCommand::Check { file },
@@ -311,7 +319,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api_key,
             thrift_listen,
         } => {
-            let config = tools::parse(&config_text)?;
+            let config = tools::parse_instance(&config_text, identity)?;
             let auth = hbidx_serve::serve_auth(&config, api_key.key.as_deref())?;
             let http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             tokio_runtime()?.block_on(async move {
@@ -342,7 +350,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api_key,
             thrift_listen,
         } => {
-            let config = tools::parse(&config_text)?;
+            let config = tools::parse_instance(&config_text, identity)?;
             let serving = hbidx_bench::demo::Serving {
                 listen: config.server.listen(listen),
                 gateway: hbidx_serve::gateway_options(&config.server, thrift_listen),
@@ -358,7 +366,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ))
         }
         Command::Bench(args) => {
-            let config = tools::parse(&config_text)?;
+            let config = tools::parse_instance(&config_text, identity)?;
             let mut http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             if let Some(count) = args.server_workers {
                 http_threads.count = count;
@@ -378,9 +386,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 (_, true) => "kafka",
                 _ => anyhow::bail!("say where to rebuild from: --from-store or --from-kafka"),
             };
-            with_server(&config_text, server, api_key.key, &data_dir, |url, key| {
-                tools::reindex(url, key, &table, from)
-            })
+            with_server(
+                &config_text,
+                identity,
+                server,
+                api_key.key,
+                &data_dir,
+                |url, key| tools::reindex(url, key, &table, from),
+            )
         }
         Command::Verify {
             table,
@@ -391,9 +404,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             data_dir,
             api_key,
         } => {
-            let drift = with_server(&config_text, server, api_key.key, &data_dir, |url, key| {
-                tools::verify(url, key, &table, sample, repair)
-            })?;
+            let drift = with_server(
+                &config_text,
+                identity,
+                server,
+                api_key.key,
+                &data_dir,
+                |url, key| tools::verify(url, key, &table, sample, repair),
+            )?;
             if drift > 0 {
                 std::process::exit(1);
             }
@@ -414,6 +432,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// loopback only while the command runs.
 fn with_server<T>(
     config_text: &str,
+    identity: (Option<usize>, Option<usize>),
     server: Option<String>,
     api_key: Option<String>,
     data_dir: &std::path::Path,
@@ -425,7 +444,7 @@ fn with_server<T>(
         )?;
         return f(&server, &api_key);
     }
-    let config = tools::parse(config_text)?;
+    let config = tools::parse_instance(config_text, identity)?;
     let run_key = hbidx_query::auth::generate_key();
     let mut security = hbidx_query::auth::SecurityConfig::default();
     security

@@ -52,6 +52,19 @@ fn table<'a>(config: &'a HbidxConfig, name: &str) -> Result<&'a TableConfig> {
     })
 }
 
+/// The config of a running instance: with `[cluster]`, its shard and replica from the command
+/// line (or the config) checked against the layout.
+pub fn parse_instance(text: &str, identity: (Option<usize>, Option<usize>)) -> Result<HbidxConfig> {
+    let mut config = parse(text)?;
+    if let Some(cluster) = config.cluster.take() {
+        let cluster = cluster
+            .with_identity(identity.0, identity.1)
+            .map_err(|err| anyhow!("invalid config: {err}"))?;
+        config.cluster = Some(cluster);
+    }
+    Ok(config)
+}
+
 pub fn schema_check(file: &Path) -> Result<()> {
     let text = read_config_text(Some(file))?;
     // The same builder `serve` runs: every section is checked, not only the tables.
@@ -68,6 +81,15 @@ pub fn schema_check(file: &Path) -> Result<()> {
         StoreConfig::Embedded => println!("  store: embedded"),
         StoreConfig::Hbase(hbase) => {
             println!("  store: hbase (Thrift1 at {})", hbase.thrift)
+        }
+    }
+    if let Some(cluster) = &config.cluster {
+        for table in &config.tables {
+            println!(
+                "  cluster: {}: {}",
+                table.name,
+                cluster.describe(&table.name)
+            );
         }
     }
     for source in &config.sources {

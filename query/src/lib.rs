@@ -129,6 +129,9 @@ pub struct AppState {
     pub(crate) openapi: std::sync::OnceLock<String>,
     /// What each part of the `[memory]` budget holds now; `None` where nothing was wired in.
     pub memory: Option<telemetry::MemoryProbe>,
+    /// `[cluster]` with this instance's identity set: it indexes one shard's rowkey range of
+    /// every table. `None` for a single instance indexing every row.
+    pub cluster: Option<Arc<hbidx_schema::config::ClusterConfig>>,
 }
 
 impl AppState {
@@ -153,6 +156,7 @@ impl AppState {
             metric_handles: telemetry::MetricHandles::default(),
             openapi: std::sync::OnceLock::new(),
             memory: None,
+            cluster: None,
         }
     }
 
@@ -160,6 +164,17 @@ impl AppState {
     pub fn with_memory(mut self, probe: telemetry::MemoryProbe) -> Self {
         self.memory = Some(probe);
         self
+    }
+
+    /// Makes this instance one shard replica of `cluster` (its identity set).
+    pub fn with_cluster(mut self, cluster: hbidx_schema::config::ClusterConfig) -> Self {
+        self.cluster = Some(Arc::new(cluster));
+        self
+    }
+
+    /// The rowkeys of `table` this instance indexes: `None` for all of them.
+    pub fn own_range(&self, table: &str) -> Option<hbidx_schema::config::KeyRange> {
+        self.cluster.as_ref()?.own_range(table)
     }
 
     pub fn with_auth(mut self, auth: auth::Auth) -> Self {

@@ -45,6 +45,8 @@ pub struct Wiring {
     pub policy: CommitPolicy,
     /// Every index writer's options (live, reindex shadows): heap and caches from `[memory]`.
     pub writer_options: WriterOptions,
+    /// `[cluster]` with this instance's identity: only its shard's rows are indexed.
+    pub cluster: Option<hbidx_schema::config::ClusterConfig>,
 }
 
 impl Wiring {
@@ -256,6 +258,7 @@ pub fn open_with_rows(
         kafka,
         policy: policy.clone(),
         writer_options: writer_options.clone(),
+        cluster: config.cluster.clone(),
     });
     let mut indexers = HashMap::new();
     let mut tables = Vec::new();
@@ -301,6 +304,9 @@ pub fn open_with_rows(
     let mut state = AppState::new(row_store, tables)
         .with_reindexer(reindexer)
         .with_auth(auth);
+    if let Some(cluster) = &config.cluster {
+        state = state.with_cluster(cluster.clone());
+    }
     state.store_has_feed = embedded.is_some();
     state.store_name = store_name;
     if let Some(handle) = metrics {
