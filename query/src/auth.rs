@@ -70,6 +70,7 @@ pub fn access_for(method: &Method, route: Option<&str>) -> Access {
             Access::Scope(Scope::Lookup)
         }
         Some("/v1/tables/{table}/rows/{key}") => Access::Scope(Scope::Write),
+        Some(route) if route.starts_with("/v1/internal/") => Access::Scope(Scope::Cluster),
         // Reindex and verify jobs, job status, indexer status, /metrics, the dashboard's data
         // (/v1/ops/summary) and anything added later without being listed above.
         Some(_) => Access::Scope(Scope::Admin),
@@ -293,7 +294,17 @@ mod tests {
             access_for(&Method::DELETE, Some("/v1/tables/{table}/rows/{key}")),
             Access::Scope(Scope::Write)
         );
-        for admin in ["/metrics", "/v1/indexer/status", "/v1/jobs/{id}", "/v2/new"] {
+        assert_eq!(
+            access_for(&get, Some("/v1/internal/tables/{table}/hits")),
+            Access::Scope(Scope::Cluster)
+        );
+        for admin in [
+            "/metrics",
+            "/v1/indexer/status",
+            "/v1/jobs/{id}",
+            "/v1/cluster",
+            "/v2/new",
+        ] {
             assert_eq!(
                 access_for(&get, Some(admin)),
                 Access::Scope(Scope::Admin),

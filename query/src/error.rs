@@ -22,7 +22,7 @@ pub struct ErrorBody {
     /// Stable machine-readable code: `bad_request`, `not_found`, `unauthorized`, `forbidden`,
     /// `rate_limited`, `conflict`, `payload_too_large`, `index_wait_timeout`,
     /// `store_unavailable`, `log_unavailable`, `store_table_missing`, `store_rejected`,
-    /// `not_ready`, `internal`.
+    /// `not_ready`, `shard_unavailable`, `internal`.
     #[schema(example = "bad_request")]
     pub code: &'static str,
     /// What is wrong, for people. Server errors say only to see the server log.
@@ -56,6 +56,11 @@ pub enum ApiError {
     /// the table.
     #[error("not ready: {reason}")]
     NotReady { reason: String },
+    /// On a sharded tier: no replica of a shard the lookup needs answered.
+    #[error(
+        "shard {shard} is unavailable: no replica answered ({reason}); retry, or pass partial=true for the other shards' rows"
+    )]
+    ShardUnavailable { shard: usize, reason: String },
     /// The table's Kafka topic did not acknowledge a write-through event; nothing was written.
     #[error("event log unavailable: {0}")]
     LogUnavailable(String),
@@ -89,6 +94,10 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    pub(crate) fn is_shard_unavailable(&self) -> bool {
+        matches!(self, ApiError::ShardUnavailable { .. })
+    }
+
     pub fn bad_request(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Self::BadRequest {
             field: field.into(),
@@ -128,6 +137,9 @@ impl ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None)
             }
             ApiError::NotReady { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_ready", None),
+            ApiError::ShardUnavailable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "shard_unavailable", None)
+            }
             ApiError::LogUnavailable(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "log_unavailable", None)
             }

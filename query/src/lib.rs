@@ -14,6 +14,7 @@
 //! [`ApiError`], [`Reindexer`], [`spawn_checker`], and the items above.
 
 pub mod auth;
+mod cluster;
 mod error;
 mod extract;
 mod jobs;
@@ -41,6 +42,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
+pub use cluster::{Peers, spawn_prober};
 pub use error::{ApiError, ErrorResponse};
 pub use jobs::Reindexer;
 pub use ops::{Sample, parse_exposition, sample, spawn_sampler};
@@ -132,6 +134,8 @@ pub struct AppState {
     /// `[cluster]` with this instance's identity set: it indexes one shard's rowkey range of
     /// every table. `None` for a single instance indexing every row.
     pub cluster: Option<Arc<hbidx_schema::config::ClusterConfig>>,
+    /// The other instances of the tier, which lookups fan out to (set with `cluster`).
+    pub peers: Option<Arc<cluster::Peers>>,
 }
 
 impl AppState {
@@ -157,6 +161,7 @@ impl AppState {
             openapi: std::sync::OnceLock::new(),
             memory: None,
             cluster: None,
+            peers: None,
         }
     }
 
@@ -166,10 +171,17 @@ impl AppState {
         self
     }
 
-    /// Makes this instance one shard replica of `cluster` (its identity set).
-    pub fn with_cluster(mut self, cluster: hbidx_schema::config::ClusterConfig) -> Self {
-        self.cluster = Some(Arc::new(cluster));
-        self
+    /// Makes this instance one shard replica of `cluster` (its identity set), calling the
+    /// other instances with `peer_key` (a key with the `cluster` scope).
+    pub fn with_cluster(
+        mut self,
+        cluster: hbidx_schema::config::ClusterConfig,
+        peer_key: Option<String>,
+    ) -> Result<Self, ApiError> {
+        let cluster = Arc::new(cluster);
+        self.peers = Some(Arc::new(cluster::Peers::new(cluster.clone(), peer_key)?));
+        self.cluster = Some(cluster);
+        Ok(self)
     }
 
     /// The rowkeys of `table` this instance indexes: `None` for all of them.
@@ -244,6 +256,12 @@ pub(crate) fn routes(max_body_bytes: usize) -> OpenApiRouter<SharedState> {
         .routes(routes!(ops::summary))
         .routes(routes!(telemetry::metrics_text))
         .routes(routes!(ops::dashboard))
+        .routes(routes!(cluster::cluster_status))
+        .routes(routes!(cluster::hits))
+        .routes(routes!(cluster::batch_hits).layer(body_limit))
+        .routes(routes!(cluster::apply).layer(body_limit))
+        .routes(routes!(cluster::repair).layer(body_limit))
+        .routes(routes!(cluster::shard_status))
 }
 
 /// The one middleware in front of every request: the key check, then the handler, with the

@@ -17,8 +17,27 @@ use crate::{SharedState, TableRuntime};
 /// Repair tasks that may run at once.
 pub const MAX_REPAIR_TASKS: usize = 4;
 
-/// Schedules a background repair of `rowkeys` in `table`.
+/// Schedules a background repair of `rowkeys` in `table`: here, or on a sharded tier in the
+/// shard that indexes each row (a foreign row in this index would be a ghost).
 pub(crate) fn schedule(state: &SharedState, runtime: &TableRuntime, rowkeys: Vec<Vec<u8>>) {
+    let Some(peers) = &state.peers else {
+        return schedule_local(state, runtime, rowkeys);
+    };
+    let (own, others) = crate::cluster::by_shard(peers, &runtime.config.name, rowkeys);
+    schedule_local(state, runtime, own);
+    for (shard, rowkeys) in others {
+        let peers = peers.clone();
+        let table = runtime.config.name.clone();
+        tokio::spawn(async move {
+            if let Err(err) = peers.repair(shard, &table, &rowkeys).await {
+                tracing::warn!(table = %table, shard, rows = rowkeys.len(), error = %err, "read repair not handed to its shard");
+            }
+        });
+    }
+}
+
+/// Schedules a background repair of `rowkeys` in this instance's index of `table`.
+pub(crate) fn schedule_local(state: &SharedState, runtime: &TableRuntime, rowkeys: Vec<Vec<u8>>) {
     if rowkeys.is_empty() {
         return;
     }

@@ -270,6 +270,26 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "store",
         "Circuit breaker of a remote store: 0 closed, 1 half-open, 2 open.",
     ),
+    doc(
+        "hbidx_shard_calls_total",
+        Counter,
+        "shard, outcome",
+        "Calls to other shards' replicas for lookups of a sharded tier (outcome ok or error; \
+         an error moves on to the shard's next replica).",
+    ),
+    doc(
+        "hbidx_shard_call_seconds",
+        Histogram,
+        "shard",
+        "Time of one call to another shard's replica.",
+    ),
+    doc(
+        "hbidx_cluster_replicas_ready",
+        Gauge,
+        "shard",
+        "Replicas of each shard this instance counts ready (probed every second; a failed \
+         call marks one not ready at once).",
+    ),
 ];
 
 /// The metrics table of docs/reference/metrics.md, one row per [`CATALOGUE`] entry, so the

@@ -109,7 +109,7 @@ fn took_ms(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
 
-fn wants_indexed(pairs: &[(String, String)]) -> Result<bool, ApiError> {
+pub(crate) fn wants_indexed(pairs: &[(String, String)]) -> Result<bool, ApiError> {
     let mut wait = false;
     for (name, value) in pairs {
         match (name.as_str(), value.as_str()) {
@@ -179,6 +179,12 @@ struct Written {
     ticket: Option<u64>,
     /// The write went to HBase.
     hbase: bool,
+    /// On a sharded tier: some of the write was for this instance's own index (else it all
+    /// went to other shards, and `ticket` is not waited for).
+    local: bool,
+    /// On a sharded tier: why a shard owning part of the write took none of it (no replica
+    /// answered); `?wait=indexed` reports it.
+    forward_error: Option<String>,
 }
 
 async fn wait_indexed(
@@ -193,6 +199,15 @@ async fn wait_indexed(
             limit.as_millis()
         ),
     };
+    if let Some(error) = &written.forward_error {
+        return Err(ApiError::IndexWaitTimeout {
+            detail: format!("in HBase, but the shard that indexes it did not take it: {error}"),
+        });
+    }
+    if written.hbase && !written.local {
+        // Forwarded with wait=indexed: every shard that took it has it searchable.
+        return Ok(());
+    }
     if written.hbase {
         let Some(ticket) = written.ticket else {
             return Err(ApiError::IndexWaitTimeout {
@@ -234,6 +249,7 @@ async fn write_through(
     runtime: &TableRuntime,
     mutations: Vec<Mutation>,
     op: &'static str,
+    wait: bool,
 ) -> Result<Written, ApiError> {
     let table = &runtime.config.name;
     let written = match &runtime.publisher {
@@ -268,27 +284,52 @@ async fn write_through(
             let store = state.store.clone();
             let stats = runtime.stats.clone();
             let table = table.clone();
+            let peers = state.peers.clone();
+            let index_wait = wait.then_some(state.limits.index_wait);
             let applied = tokio::spawn(async move {
                 store.mutate(mutations.clone()).await?;
-                // Acknowledged by HBase: now the local index, with the same timestamps. The
-                // queue hands out tickets in order, so the last one covers the whole write.
+                // Acknowledged by HBase: now the index that owns each row (this one, or on a
+                // sharded tier the owning shard's replicas), with the same timestamps.
+                let (local, forwarded) = match &peers {
+                    None => (mutations, Vec::new()),
+                    Some(peers) => crate::cluster::split_mutations(peers, &table, mutations),
+                };
+                let mut forward_error = None;
+                if let Some(peers) = &peers {
+                    let calls = forwarded.iter().map(|(shard, mutations)| async {
+                        (
+                            *shard,
+                            peers.apply(*shard, &table, mutations, index_wait).await,
+                        )
+                    });
+                    for (shard, outcome) in futures_util::future::join_all(calls).await {
+                        if let Err(reason) = outcome {
+                            tracing::warn!(table = %table, shard, reason = %reason, "a write to HBase reached no replica of its shard; it is left to replication and verify");
+                            forward_error = Some(format!("shard {shard}: {reason}"));
+                        }
+                    }
+                }
+                let has_local = !local.is_empty();
+                // The queue hands out tickets in order, so the last one covers the whole write.
                 let mut ticket = None;
-                for mutation in mutations {
+                for mutation in local {
                     ticket = stats.repairs.submit(mutation);
                     if ticket.is_none() {
                         tracing::warn!(table = %table, "repair queue full: a write to HBase is left to replication and verify");
                         break;
                     }
                 }
-                Ok::<_, ApiError>(ticket)
+                Ok::<_, ApiError>((ticket, has_local, forward_error))
             });
-            let ticket = applied
+            let (ticket, local, forward_error) = applied
                 .await
                 .map_err(|err| ApiError::Internal(format!("write task failed: {err}")))??;
             Written {
                 landed: Vec::new(),
                 ticket,
                 hbase: true,
+                local,
+                forward_error,
             }
         }
     };
@@ -388,6 +429,7 @@ pub async fn put_row(
             ops,
         }],
         "put",
+        wait,
     )
     .await?;
     if wait {
@@ -443,7 +485,7 @@ pub async fn delete_row(
             ops: vec![CellOp::DeleteRow { ts }],
         })
         .collect();
-    let written = write_through(&state, runtime, mutations, "delete").await?;
+    let written = write_through(&state, runtime, mutations, "delete", wait).await?;
     if wait {
         wait_indexed(&state, runtime, &written).await?;
     }
@@ -586,6 +628,7 @@ async fn read_row(
         next_cursor: None,
         dropped_stale: 0,
         source: crate::lookup::Source::Store,
+        missing_shards: None,
         took_ms: took_ms(started),
     })
 }

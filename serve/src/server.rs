@@ -305,7 +305,19 @@ pub fn open_with_rows(
         .with_reindexer(reindexer)
         .with_auth(auth);
     if let Some(cluster) = &config.cluster {
-        state = state.with_cluster(cluster.clone());
+        // The key this instance shows the others: one with the `cluster` scope.
+        let peer_key = std::env::var("HBIDX_CLUSTER_KEY")
+            .or_else(|_| std::env::var("HBIDX_API_KEY"))
+            .ok();
+        state = state
+            .with_cluster(cluster.clone(), peer_key)
+            .map_err(|err| anyhow::anyhow!("{err}"))?;
+        tracing::info!(
+            shard = cluster.shard,
+            replica = cluster.replica,
+            shards = cluster.shard_count(),
+            "one shard of a sharded index tier"
+        );
     }
     state.store_has_feed = embedded.is_some();
     state.store_name = store_name;
@@ -480,6 +492,8 @@ impl Runtime {
         let _sampler = hbidx_query::spawn_sampler(&self.state);
         // What /readyz answers from; the same.
         let _readiness = hbidx_query::spawn_checker(&self.state);
+        // Which replicas of the other shards lookups may go to.
+        let _prober = self.state.peers.clone().map(hbidx_query::spawn_prober);
         http.run(shutdown_signal()).await?;
         tracing::info!("shutting down: committing indexes");
         self.shutdown_indexers().await

@@ -50,6 +50,27 @@ impl Server {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        Self::launch("127.0.0.1:0", subcommand, data_dir, extra, env)
+    }
+
+    /// [`Server::start`] on a fixed address (a sharded tier's config names every replica's).
+    pub fn start_on(listen: &str, subcommand: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
+        Self::launch(
+            listen,
+            subcommand,
+            data_dir,
+            extra,
+            &[("HBIDX_API_KEY", TEST_API_KEY)],
+        )
+    }
+
+    fn launch(
+        listen: &str,
+        subcommand: &[&str],
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_hbidx"));
         command.env_remove("HBIDX_API_KEY");
         for (name, value) in env {
@@ -57,7 +78,7 @@ impl Server {
         }
         command
             .args(subcommand)
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(extra)
             .stdout(Stdio::piped())

@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use hbidx_indexer::{Condition, MatchMode};
-use hbidx_schema::config::FieldKind;
+use hbidx_schema::config::{FieldKind, IndexedField};
 use hbidx_store::Row;
 
-use crate::{ApiError, SharedState};
+use crate::{ApiError, Limits, SharedState, TableRuntime};
 
 use super::audit::{count_condition, record_dropped, record_hits};
 use super::params::{parse_columns, resolve_field};
@@ -20,15 +20,36 @@ use super::took_ms;
 /// One batch value's condition and the rowkeys the index gave for it.
 type ValueHits = (Condition, Vec<Vec<u8>>);
 
-pub(super) async fn batch_lookup_rows(
-    state: &SharedState,
-    table_name: &str,
-    request: BatchLookupRequest,
-) -> Result<BatchResponse, ApiError> {
-    let started = Instant::now();
-    let runtime = state.table(table_name)?;
+/// A checked batch request: the field, the rows per value, the projection and each value's
+/// condition (or why it has none).
+pub(crate) struct BatchPlan<'a> {
+    field: &'a IndexedField,
+    pub(crate) per_value: usize,
+    projection: Option<Vec<String>>,
+    conditions: Vec<Result<Condition, String>>,
+}
+
+impl BatchPlan<'_> {
+    /// Whether the rows come from the index's kept rows rather than the store.
+    pub(crate) fn answered_from_index(
+        &self,
+        runtime: &TableRuntime,
+        request: &BatchLookupRequest,
+    ) -> bool {
+        answered_by_index(
+            &runtime.config,
+            self.projection.as_deref(),
+            request.consistency,
+        ) || request.index_only
+    }
+}
+
+pub(crate) fn plan<'a>(
+    runtime: &'a TableRuntime,
+    request: &BatchLookupRequest,
+    limits: &Limits,
+) -> Result<BatchPlan<'a>, ApiError> {
     let table = &runtime.config;
-    let limits = &state.limits;
     if request.values.is_empty() || request.values.len() > limits.max_batch_values {
         return Err(ApiError::bad_request(
             "values",
@@ -62,48 +83,125 @@ pub(super) async fn batch_lookup_rows(
         Some(columns) => Some(parse_columns(table, "columns", &columns.join(","))?),
         None => None,
     };
+    let field_mode = if field.kind == FieldKind::Name {
+        mode
+    } else {
+        MatchMode::Exact
+    };
+    let conditions = request
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            Condition::build(&format!("values[{i}]"), field, field_mode, false, raw)
+                .map_err(|err| err.to_string())
+        })
+        .collect();
+    Ok(BatchPlan {
+        field,
+        per_value,
+        projection,
+        conditions,
+    })
+}
+
+/// This instance's own index hits for every value of a checked batch.
+pub(crate) fn local_hits(
+    runtime: &TableRuntime,
+    plan: &BatchPlan<'_>,
+) -> Result<Vec<Option<Vec<Vec<u8>>>>, ApiError> {
+    plan.conditions
+        .iter()
+        .map(|condition| match condition {
+            Ok(condition) => Ok(Some(
+                runtime
+                    .searcher
+                    .lookup(std::slice::from_ref(condition), plan.per_value, None)?
+                    .rowkeys,
+            )),
+            Err(_) => Ok(None),
+        })
+        .collect()
+}
+
+pub(super) async fn batch_lookup_rows(
+    state: &SharedState,
+    table_name: &str,
+    request: BatchLookupRequest,
+) -> Result<BatchResponse, ApiError> {
+    let started = Instant::now();
+    let runtime = state.table(table_name)?;
+    let table = &runtime.config;
+    let plan = plan(runtime, &request, &state.limits)?;
+    let projection = plan.projection.clone();
     state.counters.lookups.fetch_add(1, Ordering::Relaxed);
+    let from_index = plan.answered_from_index(runtime, &request);
+
+    // Every value's rowkeys: from this index, or gathered from every shard with the rows the
+    // shards' indexes keep (when the answer comes from the index).
+    let mut kept_by_rowkey: Option<HashMap<Vec<u8>, Option<Row>>> = None;
+    let mut missing_shards = None;
+    let hits: Vec<Option<Vec<Vec<u8>>>> = match &state.peers {
+        None => local_hits(runtime, &plan)?,
+        Some(peers) => {
+            let fanned = crate::cluster::batch_hits_of(peers, runtime, &request, &plan).await?;
+            if request.partial {
+                missing_shards = Some(fanned.missing);
+            }
+            let mut kept = HashMap::new();
+            let hits = fanned
+                .values
+                .into_iter()
+                .zip(&plan.conditions)
+                .map(|(value, condition)| {
+                    let (rowkeys, rows) = value.unwrap_or_default();
+                    if let Some(rows) = rows {
+                        kept.extend(rowkeys.iter().cloned().zip(rows));
+                    }
+                    condition.is_ok().then_some(rowkeys)
+                })
+                .collect();
+            if from_index && !request.index_only {
+                kept_by_rowkey = Some(kept);
+            }
+            hits
+        }
+    };
 
     // Resolve every value through the index first, then fetch all rows in ONE multi-get.
     let mut per_value_hits: Vec<Result<ValueHits, String>> = Vec::new();
     let mut unique: Vec<Vec<u8>> = Vec::new();
     let mut position: HashMap<Vec<u8>, usize> = HashMap::new();
-    for (i, raw) in request.values.iter().enumerate() {
-        let param = format!("values[{i}]");
-        let field_mode = if field.kind == FieldKind::Name {
-            mode
-        } else {
-            MatchMode::Exact
-        };
-        match Condition::build(&param, field, field_mode, false, raw) {
-            Ok(condition) => {
+    for (condition, rowkeys) in plan.conditions.into_iter().zip(hits) {
+        match (condition, rowkeys) {
+            (Ok(condition), Some(rowkeys)) => {
                 count_condition(state, &table.name, &condition);
-                let page =
-                    runtime
-                        .searcher
-                        .lookup(std::slice::from_ref(&condition), per_value, None)?;
-                for rowkey in &page.rowkeys {
+                for rowkey in &rowkeys {
                     if !position.contains_key(rowkey) {
                         position.insert(rowkey.clone(), unique.len());
                         unique.push(rowkey.clone());
                     }
                 }
-                per_value_hits.push(Ok((condition, page.rowkeys)));
+                per_value_hits.push(Ok((condition, rowkeys)));
             }
-            Err(err) => per_value_hits.push(Err(err.to_string())),
+            (Err(err), _) => per_value_hits.push(Err(err)),
+            (Ok(_), None) => per_value_hits.push(Err("no shard answered".into())),
         }
     }
-    let from_index =
-        answered_by_index(table, projection.as_deref(), request.consistency) || request.index_only;
     let fetched: Vec<Option<Row>> = if request.index_only || unique.is_empty() {
         Vec::new()
+    } else if let Some(mut kept) = kept_by_rowkey {
+        unique
+            .iter()
+            .map(|rowkey| kept.remove(rowkey).flatten())
+            .collect()
     } else if from_index {
         kept_rows(runtime, unique).await?
     } else {
         let fetch = projection.as_ref().map(|p| {
             let mut columns = p.clone();
-            if !columns.contains(&field.column) {
-                columns.push(field.column.clone());
+            if !columns.contains(&plan.field.column) {
+                columns.push(plan.field.column.clone());
             }
             columns
         });
@@ -177,6 +275,7 @@ pub(super) async fn batch_lookup_rows(
         results,
         count,
         dropped_stale: dropped,
+        missing_shards,
         took_ms: took_ms(started),
     })
 }

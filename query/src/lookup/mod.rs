@@ -20,14 +20,16 @@ mod response;
 mod rows;
 
 pub(crate) use audit::audit_lookup;
-pub(crate) use params::parse_columns;
+pub(crate) use batch::{BatchPlan, local_hits as local_batch_hits, plan as batch_plan};
+pub(crate) use params::{RowsQuery, parse_columns, parse_rows_query};
 pub use response::{BatchLookupRequest, BatchResponse, LookupParams, RowOut, RowsResponse, Source};
 pub(crate) use rows::row_out;
 
 use audit::{count_condition, param_kinds, record_dropped, record_hits};
 use batch::batch_lookup_rows;
-use params::{encode_cursor, parse_rows_query, resolve_field};
-use rows::{answered_by_index, fetch_columns, index_only_row, kept_rows, row_matches};
+use params::{encode_cursor, resolve_field};
+pub(crate) use rows::{answered_by_index, kept_rows};
+use rows::{fetch_columns, index_only_row, row_matches};
 
 fn took_ms(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
@@ -92,9 +94,25 @@ async fn lookup_rows(
         count_condition(state, table_name, condition);
     }
     // A term lookup in a memory-mapped index takes microseconds: fine on the async runtime.
-    let page = runtime
-        .searcher
-        .lookup(&query.conditions, query.limit, query.cursor.as_deref())?;
+    // On a sharded tier the hits (and the kept rows of an answer from the index) come from
+    // every shard instead.
+    let (page, shard_kept, missing_shards) = match &state.peers {
+        None => (
+            runtime
+                .searcher
+                .lookup(&query.conditions, query.limit, query.cursor.as_deref())?,
+            None,
+            None,
+        ),
+        Some(peers) => {
+            let fanned = crate::cluster::lookup_hits(peers, runtime, pairs, &query).await?;
+            (
+                fanned.page,
+                fanned.kept,
+                query.partial.then_some(fanned.missing),
+            )
+        }
+    };
     let next_cursor = match (page.has_more, page.rowkeys.last()) {
         (true, Some(last)) => Some(encode_cursor(last)),
         _ => None,
@@ -113,11 +131,15 @@ async fn lookup_rows(
             next_cursor,
             dropped_stale: 0,
             source: Source::Index,
+            missing_shards,
             took_ms: took_ms(started),
         });
     }
     if answered_by_index(table, query.columns.as_deref(), query.consistency) {
-        let kept = kept_rows(runtime, page.rowkeys).await?;
+        let kept = match shard_kept {
+            Some(kept) => kept,
+            None => kept_rows(runtime, page.rowkeys).await?,
+        };
         let mut rows = Vec::with_capacity(kept.len());
         let mut dropped = 0;
         for row in kept {
@@ -142,6 +164,7 @@ async fn lookup_rows(
             next_cursor,
             dropped_stale: dropped,
             source: Source::Index,
+            missing_shards,
             took_ms: took_ms(started),
         });
     }
@@ -180,6 +203,7 @@ async fn lookup_rows(
         next_cursor,
         dropped_stale: dropped,
         source: Source::Store,
+        missing_shards,
         took_ms: took_ms(started),
     })
 }

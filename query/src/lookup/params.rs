@@ -62,16 +62,26 @@ fn decode_cursor(raw: &str) -> Result<Vec<u8>, ApiError> {
         .map_err(|_| ApiError::bad_request("cursor", "not a cursor returned by this service"))
 }
 
-pub(super) struct RowsQuery {
-    pub(super) conditions: Vec<Condition>,
-    pub(super) limit: usize,
-    pub(super) cursor: Option<Vec<u8>>,
-    pub(super) columns: Option<Vec<String>>,
-    pub(super) index_only: bool,
-    pub(super) consistency: Consistency,
+pub(crate) struct RowsQuery {
+    pub(crate) conditions: Vec<Condition>,
+    pub(crate) limit: usize,
+    pub(crate) cursor: Option<Vec<u8>>,
+    pub(crate) columns: Option<Vec<String>>,
+    pub(crate) index_only: bool,
+    pub(crate) consistency: Consistency,
+    /// On a sharded tier: answer without unavailable shards (listing them).
+    pub(crate) partial: bool,
 }
 
-pub(super) fn parse_rows_query(
+fn parse_bool(field: &str, value: &str) -> Result<bool, ApiError> {
+    match value {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(ApiError::bad_request(field, "must be true or false")),
+    }
+}
+
+pub(crate) fn parse_rows_query(
     runtime: &TableRuntime,
     pairs: &[(String, String)],
     limits: &crate::Limits,
@@ -83,6 +93,7 @@ pub(super) fn parse_rows_query(
     let mut columns = None;
     let mut index_only = false;
     let mut consistency = Consistency::default();
+    let mut partial = false;
     let mut field_values: Vec<(&str, &IndexedField, bool, &str)> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for (name, value) in pairs {
@@ -111,13 +122,8 @@ pub(super) fn parse_rows_query(
             "cursor" => cursor = Some(decode_cursor(value)?),
             "columns" => columns = Some(parse_columns(table, "columns", value)?),
             "consistency" => consistency = Consistency::parse("consistency", value)?,
-            "index_only" => {
-                index_only = match value.as_str() {
-                    "true" | "1" => true,
-                    "false" | "0" => false,
-                    _ => return Err(ApiError::bad_request("index_only", "must be true or false")),
-                }
-            }
+            "index_only" => index_only = parse_bool("index_only", value)?,
+            "partial" => partial = parse_bool("partial", value)?,
             other => {
                 let (base, suffix) = match other.strip_suffix("_suffix") {
                     Some(base) => (base, true),
@@ -163,5 +169,6 @@ pub(super) fn parse_rows_query(
         columns,
         index_only,
         consistency,
+        partial,
     })
 }

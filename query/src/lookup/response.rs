@@ -38,7 +38,7 @@ fn cells_as_text<S: serde::Serializer>(
 
 /// A cell value as text, invalid UTF-8 replaced. `str::from_utf8` first: it validates a word at
 /// a time where `from_utf8_lossy` goes byte by byte, and values are almost always valid.
-pub(super) fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
+pub(crate) fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
     match std::str::from_utf8(value) {
         Ok(text) => text.into(),
         Err(_) => String::from_utf8_lossy(value),
@@ -57,6 +57,10 @@ pub struct RowsResponse {
     pub dropped_stale: usize,
     /// Where the rows' cells came from.
     pub source: Source,
+    /// With `partial=true` on a sharded tier: the shards no replica of which answered, whose
+    /// rows are missing from this answer (empty when none). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_shards: Option<Vec<usize>>,
     /// Server time spent, in milliseconds.
     pub took_ms: f64,
 }
@@ -73,7 +77,7 @@ pub enum Source {
 
 /// `consistency=`: whether a lookup whose columns are all covered may be answered from the
 /// index.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Consistency {
     /// From the index when every requested column is indexed or covered (the latest values
@@ -86,7 +90,7 @@ pub enum Consistency {
 }
 
 impl Consistency {
-    pub(super) fn parse(field: &str, text: &str) -> Result<Self, ApiError> {
+    pub(crate) fn parse(field: &str, text: &str) -> Result<Self, ApiError> {
         match text {
             "index" => Ok(Self::Index),
             "store" => Ok(Self::Store),
@@ -147,9 +151,13 @@ pub struct LookupParams {
     /// `store` reads the rows from the store even when `columns` are all covered.
     #[param(inline)]
     consistency: Option<Consistency>,
+    /// On a sharded tier: when no replica of a shard answers, answer with the other shards'
+    /// rows and list the missing ones in `missing_shards` instead of failing with 503.
+    #[param(default = false)]
+    partial: Option<bool>,
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"field": "phone", "values": ["13800138000", "18919415435"]}))]
 pub struct BatchLookupRequest {
@@ -176,6 +184,10 @@ pub struct BatchLookupRequest {
     /// `store` reads the rows from the store even when `columns` are all covered.
     #[serde(default)]
     pub consistency: Consistency,
+    /// On a sharded tier: answer without the shards no replica of which answers, listing them
+    /// in `missing_shards`, instead of failing with 503.
+    #[serde(default)]
+    pub partial: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -197,5 +209,8 @@ pub struct BatchResponse {
     pub dropped_stale: usize,
     /// Where the rows' cells came from.
     pub source: Source,
+    /// With `partial: true` on a sharded tier: the shards missing from this answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_shards: Option<Vec<usize>>,
     pub took_ms: f64,
 }

@@ -15,7 +15,7 @@ use super::response::{Consistency, RowOut, text};
 /// Whether a lookup asking for `columns` may be answered from the index: every requested
 /// column is one whose latest value the index keeps (a family alone is not: the index can't
 /// know which qualifiers the family has).
-pub(super) fn answered_by_index(
+pub(crate) fn answered_by_index(
     table: &TableConfig,
     columns: Option<&[String]>,
     consistency: Consistency,
@@ -101,7 +101,7 @@ pub(super) fn index_only_row(table: &TableConfig, rowkey: &[u8]) -> RowOut {
 /// The rows of `rowkeys` as the index keeps them (see [`kept_row`]), in order. A row's state is
 /// a stored document: a few µs each from the memory-mapped index, so a page of a typical size
 /// is read inline like the lookup itself, and bigger ones on a blocking thread.
-pub(super) async fn kept_rows(
+pub(crate) async fn kept_rows(
     runtime: &TableRuntime,
     rowkeys: Vec<Vec<u8>>,
 ) -> Result<Vec<Option<Row>>, ApiError> {

@@ -31,16 +31,20 @@ pub enum Scope {
     Write,
     /// Reindex jobs, indexer status, metrics, the dashboard's data.
     Admin,
+    /// The internal routes other instances of a sharded tier call (`/v1/internal/...`): index
+    /// hits of this shard, forwarded writes and repairs, shard status.
+    Cluster,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::Lookup, Scope::Write, Scope::Admin];
+    pub const ALL: [Scope; 4] = [Scope::Lookup, Scope::Write, Scope::Admin, Scope::Cluster];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Lookup => "lookup",
             Scope::Write => "write",
             Scope::Admin => "admin",
+            Scope::Cluster => "cluster",
         }
     }
 

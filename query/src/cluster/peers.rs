@@ -1,0 +1,398 @@
+//! The other instances of the tier: which replicas are ready, and the calls made to them.
+//!
+//! A replica is ready while its `/readyz` answers 200 (probed every second) and its last call
+//! didn't fail: a failed call marks it not ready at once, so the next lookup goes to another
+//! replica of the shard without waiting for the probe.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hbidx_schema::config::{ClusterConfig, KeyRange};
+use hbidx_schema::model::Mutation;
+use hbidx_store::Row;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::ApiError;
+
+/// One shard's index hits for a lookup (`GET /v1/internal/tables/{table}/hits`).
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct ShardHits {
+    /// Rowkeys in rowkey order (raw bytes).
+    #[schema(value_type = Vec<Vec<u8>>)]
+    pub rowkeys: Vec<Vec<u8>>,
+    /// The shard has more hits after the last one.
+    pub has_more: bool,
+    /// The rows as this shard's index keeps them, aligned with `rowkeys`, when the lookup is
+    /// answered from the index (every requested column kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub kept: Option<Vec<Option<Row>>>,
+}
+
+/// One shard's hits for a batch lookup, per value (`null` for a value that can't be looked
+/// up; the fan-out node reports why itself).
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct BatchShardHits {
+    pub values: Vec<Option<ShardHits>>,
+}
+
+/// A forwarded write's answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Applied {
+    /// Whether the answer waited until the shard's index had the write.
+    pub indexed: bool,
+}
+
+struct Replica {
+    url: String,
+    ready: AtomicBool,
+}
+
+/// This instance's view of the tier.
+pub struct Peers {
+    config: Arc<ClusterConfig>,
+    own_shard: usize,
+    own_replica: usize,
+    replicas: Vec<Vec<Replica>>,
+    client: reqwest::Client,
+    key: Option<String>,
+    /// Round-robin start among a shard's replicas.
+    turn: AtomicUsize,
+}
+
+impl Peers {
+    /// `config` must have this instance's identity set; `key` is sent to the other instances
+    /// (a key with the `cluster` scope).
+    pub fn new(config: Arc<ClusterConfig>, key: Option<String>) -> Result<Self, ApiError> {
+        let (Some(own_shard), Some(own_replica)) = (config.shard, config.replica) else {
+            return Err(ApiError::Internal(
+                "the cluster identity (shard, replica) is not set".into(),
+            ));
+        };
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(1)))
+            // Peers are few and called all the time: keep their connections.
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|err| ApiError::Internal(format!("building the peer client: {err}")))?;
+        let replicas = config
+            .shards
+            .iter()
+            .map(|urls| {
+                urls.iter()
+                    .map(|url| Replica {
+                        url: url.clone(),
+                        // Optimistic until a call or the probe says otherwise: instances of a
+                        // tier start in any order.
+                        ready: AtomicBool::new(true),
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            config,
+            own_shard,
+            own_replica,
+            replicas,
+            client,
+            key,
+            turn: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.replicas.len()
+    }
+
+    pub fn is_own(&self, shard: usize) -> bool {
+        shard == self.own_shard
+    }
+
+    pub fn own(&self) -> (usize, usize) {
+        (self.own_shard, self.own_replica)
+    }
+
+    pub fn range(&self, table: &str, shard: usize) -> KeyRange {
+        self.config.range(table, shard)
+    }
+
+    pub fn shard_of(&self, table: &str, rowkey: &[u8]) -> usize {
+        self.config.shard_of(table, rowkey)
+    }
+
+    /// Replica URLs of `shard` with whether each is ready now (this instance counts as ready).
+    pub fn replicas(&self, shard: usize) -> Vec<(String, bool, bool)> {
+        self.replicas.get(shard).map_or_else(Vec::new, |replicas| {
+            replicas
+                .iter()
+                .enumerate()
+                .map(|(index, replica)| {
+                    let own = shard == self.own_shard && index == self.own_replica;
+                    (
+                        replica.url.clone(),
+                        own || replica.ready.load(Ordering::Relaxed),
+                        own,
+                    )
+                })
+                .collect()
+        })
+    }
+
+    fn request(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.key {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
+    /// Calls one ready replica of `shard` after another (starting at a rotating one) until
+    /// one answers 200; a replica that fails is marked not ready. `timeout` overrides the
+    /// per-call timeout (a forwarded write that waits for its index).
+    async fn call<T: DeserializeOwned>(
+        &self,
+        shard: usize,
+        timeout: Option<Duration>,
+        build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
+    ) -> Result<T, ApiError> {
+        let replicas = self.replicas.get(shard).ok_or_else(|| {
+            ApiError::Internal(format!("shard {shard} is not in the cluster layout"))
+        })?;
+        let start = self.turn.fetch_add(1, Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for offset in 0..replicas.len() {
+            let index = (start + offset) % replicas.len();
+            let replica = &replicas[index];
+            if shard == self.own_shard && index == self.own_replica {
+                continue;
+            }
+            if !replica.ready.load(Ordering::Relaxed) {
+                failures.push(format!("{}: not ready", replica.url));
+                continue;
+            }
+            let started = Instant::now();
+            let mut request = self.request(build(&self.client, &replica.url));
+            if let Some(timeout) = timeout {
+                request = request.timeout(timeout);
+            }
+            let outcome = match request.send().await {
+                Ok(response) if response.status().is_success() => {
+                    response.json::<T>().await.map_err(|err| err.to_string())
+                }
+                Ok(response) => {
+                    let status = response.status();
+                    let body = response.text().await.unwrap_or_default();
+                    Err(format!(
+                        "HTTP {status}: {}",
+                        body.chars().take(200).collect::<String>()
+                    ))
+                }
+                Err(err) if err.is_timeout() => Err("timed out".to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            let shard_label = shard.to_string();
+            metrics::histogram!("hbidx_shard_call_seconds", "shard" => shard_label.clone())
+                .record(started.elapsed().as_secs_f64());
+            match outcome {
+                Ok(answer) => {
+                    metrics::counter!("hbidx_shard_calls_total", "shard" => shard_label, "outcome" => "ok").increment(1);
+                    return Ok(answer);
+                }
+                Err(reason) => {
+                    metrics::counter!("hbidx_shard_calls_total", "shard" => shard_label, "outcome" => "error").increment(1);
+                    tracing::warn!(shard, replica = %replica.url, reason = %reason, "shard call failed; trying the next replica");
+                    replica.ready.store(false, Ordering::Relaxed);
+                    failures.push(format!("{}: {reason}", replica.url));
+                }
+            }
+        }
+        Err(ApiError::ShardUnavailable {
+            shard,
+            reason: if failures.is_empty() {
+                "no other replica".to_string()
+            } else {
+                failures.join("; ")
+            },
+        })
+    }
+
+    /// A lookup's hits in `shard`: the caller's query string, forwarded.
+    pub(crate) async fn hits(
+        &self,
+        shard: usize,
+        table: &str,
+        pairs: &[(String, String)],
+    ) -> Result<ShardHits, ApiError> {
+        let path = format!("/v1/internal/tables/{}/hits", encode(table));
+        self.call(shard, None, |client, url| {
+            client.get(format!("{url}{path}")).query(pairs)
+        })
+        .await
+    }
+
+    /// A batch lookup's hits in `shard`.
+    pub(crate) async fn batch_hits(
+        &self,
+        shard: usize,
+        table: &str,
+        request: &crate::lookup::BatchLookupRequest,
+    ) -> Result<BatchShardHits, ApiError> {
+        let path = format!("/v1/internal/tables/{}/batch-hits", encode(table));
+        self.call(shard, None, |client, url| {
+            client.post(format!("{url}{path}")).json(request)
+        })
+        .await
+    }
+
+    /// Hands written mutations to every ready replica of `shard`; with `wait`, each answers
+    /// once its index has them. Ok when at least one replica took them; the error names the
+    /// replicas that didn't.
+    pub(crate) async fn apply(
+        &self,
+        shard: usize,
+        table: &str,
+        mutations: &[Mutation],
+        wait: Option<Duration>,
+    ) -> Result<usize, String> {
+        let Some(replicas) = self.replicas.get(shard) else {
+            return Err(format!("shard {shard} is not in the cluster layout"));
+        };
+        let path = format!("/v1/internal/tables/{}/apply", encode(table));
+        let timeout = wait.map(|wait| wait + self.config.timeout);
+        let calls = replicas.iter().map(|replica| {
+            let url = format!("{}{path}", replica.url);
+            async move {
+                let mut request = self.request(self.client.post(url).json(mutations));
+                if let Some(timeout) = timeout {
+                    request = request.query(&[("wait", "indexed")]).timeout(timeout);
+                }
+                let outcome = match request.send().await {
+                    Ok(response) if response.status().is_success() => Ok(()),
+                    Ok(response) => Err(format!("HTTP {}", response.status())),
+                    Err(err) => Err(err.to_string()),
+                };
+                if outcome.is_err() {
+                    replica.ready.store(false, Ordering::Relaxed);
+                }
+                (replica.url.as_str(), outcome)
+            }
+        });
+        let outcomes = futures_util::future::join_all(calls).await;
+        let took = outcomes
+            .iter()
+            .filter(|(_, outcome)| outcome.is_ok())
+            .count();
+        let failed: Vec<String> = outcomes
+            .into_iter()
+            .filter_map(|(url, outcome)| outcome.err().map(|reason| format!("{url}: {reason}")))
+            .collect();
+        if !failed.is_empty() {
+            tracing::warn!(shard, failed = %failed.join("; "), "a forwarded write did not reach every replica; it reaches them through the topic");
+        }
+        if took == 0 {
+            return Err(failed.join("; "));
+        }
+        Ok(took)
+    }
+
+    /// Asks one replica of `shard` to re-read `rowkeys` from the store and repair its index.
+    pub(crate) async fn repair(
+        &self,
+        shard: usize,
+        table: &str,
+        rowkeys: &[Vec<u8>],
+    ) -> Result<(), ApiError> {
+        let path = format!("/v1/internal/tables/{}/repair", encode(table));
+        let body = RepairRequest {
+            rowkeys: rowkeys.to_vec(),
+        };
+        let _: serde_json::Value = self
+            .call(shard, None, |client, url| {
+                client.post(format!("{url}{path}")).json(&body)
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// One replica's shard status (`GET /v1/internal/status`), or why it has none.
+    pub(crate) async fn status_of(&self, url: &str) -> Result<serde_json::Value, String> {
+        let response = self
+            .request(self.client.get(format!("{url}/v1/internal/status")))
+            .send()
+            .await
+            .map_err(|err| err.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
+        }
+        response.json().await.map_err(|err| err.to_string())
+    }
+
+    /// One round of readiness probes of every other replica.
+    async fn probe(&self) {
+        let calls = self
+            .replicas
+            .iter()
+            .enumerate()
+            .flat_map(|(shard, replicas)| {
+                replicas
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(index, replica)| {
+                        (shard != self.own_shard || index != self.own_replica).then_some(replica)
+                    })
+            });
+        let probes = calls.map(|replica| async move {
+            let ready = matches!(
+                self.client.get(format!("{}/readyz", replica.url)).send().await,
+                Ok(response) if response.status().is_success()
+            );
+            let was = replica.ready.swap(ready, Ordering::Relaxed);
+            if was != ready {
+                tracing::info!(replica = %replica.url, ready, "replica readiness changed");
+            }
+        });
+        futures_util::future::join_all(probes).await;
+        for shard in 0..self.replicas.len() {
+            let ready = self
+                .replicas(shard)
+                .iter()
+                .filter(|(_, ready, _)| *ready)
+                .count();
+            metrics::gauge!("hbidx_cluster_replicas_ready", "shard" => shard.to_string())
+                .set(ready as f64);
+        }
+    }
+}
+
+/// The body of `POST /v1/internal/tables/{table}/repair`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RepairRequest {
+    /// Raw rowkeys to re-read from the store.
+    #[schema(value_type = Vec<Vec<u8>>)]
+    pub rowkeys: Vec<Vec<u8>>,
+}
+
+/// A table name in a URL path (names are HBase identifiers, but a `:` of a namespace isn't
+/// path-safe everywhere).
+fn encode(table: &str) -> String {
+    table.replace(':', "%3A")
+}
+
+/// Probes the other replicas' readiness every second while the service runs.
+pub fn spawn_prober(peers: Arc<Peers>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            peers.probe().await;
+        }
+    })
+}

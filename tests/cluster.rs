@@ -1,0 +1,494 @@
+//! A sharded index tier (`[cluster]`), end to end over real sockets: the "HBase" stand-in (a
+//! second hbidx serving HBase's Thrift1 API), a Kafka topic on the real broker, one unsharded
+//! instance, and a tier of three shards with a second replica of shard 1, all on loopback.
+//!
+//! The same rows (in HBase) and the same events (in the topic) reach both; every kind of lookup
+//! through any instance of the tier must answer exactly what the unsharded instance answers.
+//! Then replicas die: one replica of a shard changes nothing; both give 503 naming the shard,
+//! and `partial=true` the other shards' rows with `missing_shards`.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use hbidx_bench::people::{PeopleGen, Person};
+use pinyin::ToPinyin;
+use serde_json::{Value, json};
+use util::kafka::{Producer, create_topic, json_source, unique_topic};
+use util::{Server, eventually, get, post, put};
+
+/// Rows in HBase and events in the topic.
+const ROWS: usize = 1500;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn example() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/hbidx.toml"))
+        .unwrap()
+}
+
+/// The example table with its rows in HBase at `thrift`, fed by `topic`, plus `extra`.
+fn config(dir: &Path, name: &str, thrift: &str, topic: &str, extra: &str) -> String {
+    // Covered `info:city`: lookups asking only for kept columns are answered from the index,
+    // which on a tier means from the shards' kept rows.
+    let text = format!(
+        "{}\n[store]\nkind = \"hbase\"\nthrift = \"{thrift}\"\ntimeout_ms = 3000\n\n{}\n{extra}",
+        example().replace("# covered = [\"info:city\"]", "covered = [\"info:city\"]"),
+        json_source(topic, "user", "json"),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn full_pinyin(name: &str) -> String {
+    name.chars()
+        .filter_map(|c| c.to_pinyin().map(|p| p.plain().to_string()))
+        .collect()
+}
+
+fn initials(name: &str) -> String {
+    name.chars()
+        .filter_map(|c| c.to_pinyin().map(|p| p.first_letter().to_string()))
+        .collect()
+}
+
+/// A response without its timing, for comparison.
+fn comparable(mut body: Value) -> Value {
+    if let Some(object) = body.as_object_mut() {
+        object.remove("took_ms");
+    }
+    body
+}
+
+struct Tier {
+    single: Server,
+    /// (shard, replica, server), shard 1 twice.
+    nodes: Vec<(usize, usize, Server)>,
+}
+
+impl Tier {
+    fn node(&self, shard: usize, replica: usize) -> &Server {
+        &self
+            .nodes
+            .iter()
+            .find(|(s, r, _)| *s == shard && *r == replica)
+            .expect("a node of the tier")
+            .2
+    }
+}
+
+/// Every lookup of `queries` through `through` (round robin) answers what the unsharded
+/// instance answers; returns how many answers had rows.
+fn same_answers(tier: &Tier, through: &[&Server], queries: &[String]) -> usize {
+    let mut with_rows = 0;
+    for (i, query) in queries.iter().enumerate() {
+        let node = through[i % through.len()];
+        let (status, expected) = get(&tier.single.url(&format!("/v1/tables/user/rows?{query}")));
+        assert_eq!(status, 200, "{query}: {expected}");
+        let (status, got) = get(&node.url(&format!("/v1/tables/user/rows?{query}")));
+        assert_eq!(status, 200, "{query} through {}: {got}", node.base);
+        let (expected, got) = (comparable(expected), comparable(got));
+        assert_eq!(got, expected, "{query} through {}", node.base);
+        if expected["count"].as_u64().unwrap_or(0) > 0 {
+            with_rows += 1;
+        }
+    }
+    with_rows
+}
+
+/// Follows `next_cursor` from `query` on both sides, page by page; returns the pages read.
+fn same_pages(tier: &Tier, node: &Server, query: &str, max_pages: usize) -> usize {
+    let mut cursor: Option<String> = None;
+    for page in 0..max_pages {
+        let paged = match &cursor {
+            Some(cursor) => format!("{query}&cursor={cursor}"),
+            None => query.to_string(),
+        };
+        let (_, expected) = get(&tier.single.url(&format!("/v1/tables/user/rows?{paged}")));
+        let (status, got) = get(&node.url(&format!("/v1/tables/user/rows?{paged}")));
+        assert_eq!(status, 200, "{paged}: {got}");
+        let (expected, got) = (comparable(expected), comparable(got));
+        assert_eq!(got, expected, "{paged} (page {page})");
+        match expected["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return page + 1,
+        }
+    }
+    max_pages
+}
+
+fn same_batches(tier: &Tier, through: &[&Server], bodies: &[Value]) {
+    for (i, body) in bodies.iter().enumerate() {
+        let node = through[i % through.len()];
+        let url = "/v1/tables/user/rows:batch-lookup";
+        let (status, expected) = post(&tier.single.url(url), body);
+        assert_eq!(status, 200, "{body}: {expected}");
+        let (status, got) = post(&node.url(url), body);
+        assert_eq!(status, 200, "{body} through {}: {got}", node.base);
+        assert_eq!(comparable(got), comparable(expected), "{body}");
+    }
+}
+
+fn lookups(people: &[Person]) -> Vec<String> {
+    let mut queries = Vec::new();
+    let mut surnames: Vec<String> = people
+        .iter()
+        .filter_map(|p| p.name.chars().next().map(String::from))
+        .collect();
+    surnames.sort();
+    surnames.dedup();
+    for (i, person) in people.iter().enumerate().step_by(3) {
+        let tail = &person.phone[person.phone.len() - 4..];
+        let surname: String = person.name.chars().take(1).collect();
+        let given: String = person.name.chars().skip(1).take(1).collect();
+        queries.push(format!("phone={}", person.phone));
+        queries.push(format!("idcard={}", person.idcard));
+        queries.push(format!("phone_suffix={tail}&limit=7"));
+        queries.push(format!("name={}", person.name));
+        queries.push(format!("name={}&match=pinyin", full_pinyin(&person.name)));
+        if i % 2 == 0 {
+            queries.push(format!(
+                "name={}&match=pinyin&limit=5",
+                initials(&person.name)
+            ));
+            queries.push(format!("name={given}&match=partial&limit=9"));
+            queries.push(format!(
+                "name={surname}&match=prefix&phone_suffix={}",
+                &tail[3..]
+            ));
+            queries.push(format!(
+                "phone={}&columns=info:phone,info:city",
+                person.phone
+            ));
+            queries.push(format!(
+                "name={surname}&match=prefix&columns=info:city&limit=11"
+            ));
+            queries.push(format!(
+                "name={surname}&match=prefix&index_only=true&limit=13"
+            ));
+            queries.push(format!(
+                "phone_suffix={tail}&consistency=store&columns=info:city"
+            ));
+        }
+    }
+    for surname in &surnames {
+        queries.push(format!("name={surname}&match=prefix&limit=1000"));
+    }
+    queries
+}
+
+fn batches(people: &[Person]) -> Vec<Value> {
+    let mut bodies = Vec::new();
+    for chunk in people.chunks(60).take(10) {
+        let phones: Vec<&str> = chunk.iter().map(|p| p.phone.as_str()).collect();
+        bodies.push(json!({"field": "phone", "values": phones}));
+        let surnames: Vec<String> = chunk
+            .iter()
+            .take(12)
+            .map(|p| p.name.chars().take(1).collect())
+            .collect();
+        bodies.push(
+            json!({"field": "name", "match": "prefix", "values": surnames, "limit_per_value": 7}),
+        );
+        let idcards: Vec<&str> = chunk.iter().map(|p| p.idcard.as_str()).collect();
+        bodies.push(json!({"field": "idcard", "values": idcards, "columns": ["info:city"]}));
+        let mixed: Vec<&str> = chunk
+            .iter()
+            .take(5)
+            .map(|p| p.phone.as_str())
+            .chain(["not a phone"])
+            .collect();
+        bodies.push(json!({"field": "phone", "values": mixed, "index_only": true}));
+    }
+    bodies
+}
+
+#[test]
+fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let thrift = format!("127.0.0.1:{}", free_port());
+    let standin_config = dir.path().join("standin.toml");
+    std::fs::write(
+        &standin_config,
+        format!("{}\n[server]\nthrift_hbase_version = 1\n", example()),
+    )
+    .unwrap();
+    let hbase = Server::start(
+        &["--config", standin_config.to_str().unwrap(), "serve"],
+        &dir.path().join("hbase"),
+        &["--thrift-listen", &thrift],
+    );
+
+    // The rows, in "HBase" and as events in the topic.
+    let people: Vec<Person> = PeopleGen::new(25).take(ROWS).collect();
+    let topic = unique_topic("cluster");
+    create_topic(&topic, 2);
+    let producer = Producer::fast(&topic);
+    let ts = 1_700_000_000_000i64;
+    for person in &people {
+        let cells = json!({
+            "info:phone": person.phone, "info:idcard": person.idcard,
+            "info:name": person.name, "info:city": person.city,
+        });
+        let (status, body) = put(
+            &hbase.url(&format!("/v1/tables/user/rows/{}", person.uid)),
+            &json!({"cells": cells, "ts": ts}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let event =
+            json!({"table": "user", "key": person.uid, "op": "put", "ts": ts, "cells": cells});
+        producer.send(person.uid.as_bytes(), &serde_json::to_vec(&event).unwrap());
+    }
+    producer.flush();
+
+    // One unsharded instance, and the tier: shards 0, 1 (two replicas) and 2.
+    let single_config = config(dir.path(), "single", &thrift, &topic, "");
+    let single = Server::start(
+        &["--config", &single_config, "serve"],
+        &dir.path().join("single"),
+        &[],
+    );
+    let layout = [(0, 0), (1, 0), (1, 1), (2, 0)];
+    let addrs: Vec<String> = layout
+        .iter()
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let shard_urls = |shard: usize| -> Vec<String> {
+        layout
+            .iter()
+            .zip(&addrs)
+            .filter(|((s, _), _)| *s == shard)
+            .map(|(_, addr)| format!("\"http://{addr}\""))
+            .collect()
+    };
+    let cluster_section = format!(
+        "[cluster]\ntimeout_ms = 2000\nshards = [[{}], [{}], [{}]]\n",
+        shard_urls(0).join(", "),
+        shard_urls(1).join(", "),
+        shard_urls(2).join(", ")
+    );
+    let tier_config = config(dir.path(), "tier", &thrift, &topic, &cluster_section);
+    let layout_config =
+        hbidx_schema::config::parse_config(&std::fs::read_to_string(&tier_config).unwrap())
+            .unwrap()
+            .cluster
+            .unwrap();
+    let nodes: Vec<(usize, usize, Server)> = layout
+        .iter()
+        .zip(&addrs)
+        .map(|(&(shard, replica), addr)| {
+            let server = Server::start_on(
+                addr,
+                &[
+                    "--config",
+                    &tier_config,
+                    "--shard",
+                    &shard.to_string(),
+                    "--replica",
+                    &replica.to_string(),
+                    "serve",
+                ],
+                &dir.path().join(format!("shard{shard}-{replica}")),
+                &[],
+            );
+            (shard, replica, server)
+        })
+        .collect();
+    let tier = Tier { single, nodes };
+
+    // Each shard indexes its own rows only; together, every row once.
+    let own_rows = |server: &Server| -> u64 {
+        let (_, status) = get(&server.url("/v1/indexer/status"));
+        status["tables"]["user"]["rows"].as_u64().unwrap_or(0)
+    };
+    let mut expected_per_shard = [0u64; 3];
+    for person in &people {
+        let rowkey = hbidx_schema::config::parse_config(&example())
+            .unwrap()
+            .tables[0]
+            .rowkey
+            .encode(&person.uid)
+            .unwrap();
+        expected_per_shard[layout_config.shard_of("user", &rowkey)] += 1;
+    }
+    assert!(
+        expected_per_shard.iter().all(|&n| n > 100),
+        "{expected_per_shard:?}"
+    );
+    eventually(
+        "every instance indexed the topic",
+        Duration::from_secs(120),
+        || {
+            (own_rows(&tier.single) == ROWS as u64
+                && tier
+                    .nodes
+                    .iter()
+                    .all(|(shard, _, server)| own_rows(server) == expected_per_shard[*shard]))
+            .then_some(())
+        },
+    );
+
+    // Every kind of lookup, through every instance of the tier.
+    let all: Vec<&Server> = tier.nodes.iter().map(|(_, _, server)| server).collect();
+    let queries = lookups(&people);
+    let with_rows = same_answers(&tier, &all, &queries);
+    assert!(queries.len() >= 2000, "{} lookups", queries.len());
+    assert!(
+        with_rows * 2 > queries.len(),
+        "{with_rows} of {} found rows",
+        queries.len()
+    );
+    let mut pages = 0;
+    for (i, surname) in ["王", "李", "张", "刘", "陈"].iter().enumerate() {
+        for query in [
+            format!("name={surname}&match=prefix&limit=3"),
+            format!("name={surname}&match=prefix&limit=17&columns=info:city"),
+        ] {
+            pages += same_pages(&tier, all[i % all.len()], &query, 40);
+        }
+    }
+    assert!(pages > 50, "{pages} pages");
+    let bodies = batches(&people);
+    same_batches(&tier, &all, &bodies);
+
+    // /v1/cluster shows the layout and every replica's rows.
+    let (status, cluster) = get(&tier.node(0, 0).url("/v1/cluster"));
+    assert_eq!(status, 200, "{cluster}");
+    assert_eq!(
+        cluster["shards"].as_array().map(Vec::len),
+        Some(3),
+        "{cluster}"
+    );
+    for (shard, expected) in expected_per_shard.iter().enumerate() {
+        for replica in cluster["shards"][shard]["replicas"].as_array().unwrap() {
+            assert_eq!(replica["tables"]["user"]["rows"], *expected, "{cluster}");
+            assert_eq!(replica["ready"], true, "{cluster}");
+        }
+    }
+
+    // Read-your-writes across the tier: written through shard 0, for rows of every shard,
+    // found at once through the others. The unsharded instance gets the same writes, so the
+    // answers below stay comparable.
+    let mut written: BTreeMap<usize, String> = BTreeMap::new();
+    for n in 0.. {
+        let uid = format!("w{n:07}");
+        let rowkey = hbidx_schema::config::parse_config(&example())
+            .unwrap()
+            .tables[0]
+            .rowkey
+            .encode(&uid)
+            .unwrap();
+        written
+            .entry(layout_config.shard_of("user", &rowkey))
+            .or_insert(uid);
+        if written.len() == 3 {
+            break;
+        }
+    }
+    for (shard, uid) in &written {
+        let phone = format!("1370000000{shard}");
+        let write = json!({"cells": {"info:phone": phone, "info:name": "新写"}, "ts": ts + 1});
+        for server in [tier.node(0, 0), &tier.single] {
+            let (status, body) = put(
+                &server.url(&format!("/v1/tables/user/rows/{uid}?wait=indexed")),
+                &write,
+            );
+            assert_eq!(status, 200, "{body}");
+        }
+        for server in [tier.node(1, 1), tier.node(2, 0), tier.node(1, 0)] {
+            let (_, found) = get(&server.url(&format!("/v1/tables/user/rows?phone={phone}")));
+            assert_eq!(
+                found["count"], 1,
+                "shard {shard} row through {}: {found}",
+                server.base
+            );
+        }
+    }
+
+    // One replica of shard 1 gone: no answer changes.
+    let Tier { single, mut nodes } = tier;
+    let at = nodes
+        .iter()
+        .position(|(s, r, _)| (*s, *r) == (1, 0))
+        .unwrap();
+    nodes.remove(at).2.kill9();
+    let tier = Tier { single, nodes };
+    let others: Vec<&Server> = [tier.node(0, 0), tier.node(2, 0), tier.node(1, 1)].to_vec();
+    let sample: Vec<String> = queries.iter().step_by(5).cloned().collect();
+    same_answers(&tier, &others, &sample);
+    same_batches(&tier, &others, &bodies[..8]);
+
+    // Both gone: 503 naming shard 1; partial=true gives the other shards' rows.
+    let Tier { single, mut nodes } = tier;
+    let at = nodes
+        .iter()
+        .position(|(s, r, _)| (*s, *r) == (1, 1))
+        .unwrap();
+    nodes.remove(at).2.kill9();
+    let tier = Tier { single, nodes };
+    let node = tier.node(0, 0);
+    let query = "name=王&match=prefix&limit=1000&columns=info:name";
+    let (status, body) = get(&node.url(&format!("/v1/tables/user/rows?{query}")));
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "shard_unavailable", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("shard 1 is unavailable"), "{message}");
+    let (status, partial) = get(&node.url(&format!("/v1/tables/user/rows?{query}&partial=true")));
+    assert_eq!(status, 200, "{partial}");
+    assert_eq!(partial["missing_shards"], json!([1]), "{partial}");
+    let (_, whole) = get(&tier.single.url(&format!("/v1/tables/user/rows?{query}")));
+    let outside_shard_1: Vec<&Value> = whole["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| {
+            let rowkey = row["rowkey"].as_str().unwrap();
+            layout_config.shard_of("user", rowkey.as_bytes()) != 1
+        })
+        .collect();
+    assert!(
+        !outside_shard_1.is_empty()
+            && outside_shard_1.len() < whole["rows"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        partial["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>(),
+        outside_shard_1,
+        "{partial}"
+    );
+    // A batch the same way.
+    let batch = json!({"field": "name", "match": "prefix", "values": ["王", "李"], "limit_per_value": 1000});
+    let (status, body) = post(&node.url("/v1/tables/user/rows:batch-lookup"), &batch);
+    assert_eq!(status, 503, "{body}");
+    let mut partial_batch = batch.clone();
+    partial_batch["partial"] = json!(true);
+    let (status, body) = post(
+        &node.url("/v1/tables/user/rows:batch-lookup"),
+        &partial_batch,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["missing_shards"], json!([1]), "{body}");
+    // Lookups that need only other shards still answer in full: a cursor past shard 1.
+    let last_of_1 = layout_config.range("user", 2).start;
+    // (The start of shard 2 as a cursor: every hit after it is in shard 2.)
+    let cursor = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&last_of_1);
+    let query = format!("name=李&match=prefix&limit=1000&cursor={cursor}");
+    let (status, body) = get(&node.url(&format!("/v1/tables/user/rows?{query}")));
+    assert_eq!(status, 200, "{body}");
+    let (_, expected) = get(&tier.single.url(&format!("/v1/tables/user/rows?{query}")));
+    assert_eq!(comparable(body), comparable(expected));
+    drop(hbase);
+}
