@@ -408,7 +408,27 @@ pub fn reindex(server: &str, api_key: &str, table: &str, from: &str) -> Result<(
         "reindexed table {table} from {from}: {} {unit}, shadow checked and swapped in (job {id})",
         job["done"]
     );
+    if let Some(range) = describe_range(&job["range"]) {
+        println!("  {range}");
+    }
     Ok(())
+}
+
+/// A job's `range` (`[cluster]`: the shard it covered) in one line; `None` on a single instance.
+fn describe_range(range: &serde_json::Value) -> Option<String> {
+    let shard = range["shard"].as_u64()?;
+    let start = match range["start"].as_str() {
+        Some(key) if !key.is_empty() => format!("\"{key}\""),
+        _ => "the table's start".to_string(),
+    };
+    let stop = match range["stop"].as_str() {
+        Some(key) => format!("up to \"{key}\" (exclusive)"),
+        None => "to the table's end".to_string(),
+    };
+    Some(format!(
+        "shard {shard} of {}: rowkeys from {start} {stop}",
+        range["shards"]
+    ))
 }
 
 /// `hbidx verify`: runs the check on `server`, prints the drift report, returns the drift left
@@ -433,10 +453,19 @@ pub fn verify(
         "drift report for table {table} ({} check, job {id})",
         report["mode"].as_str().unwrap_or("?")
     );
+    if let Some(range) = describe_range(&job["range"]) {
+        println!("  {range}");
+    }
     println!(
         "  index rows checked: {}   store rows checked: {}",
         report["index_rows_checked"], report["store_rows_checked"]
     );
+    let outside = report["outside_range"].as_u64().unwrap_or(0);
+    if outside > 0 {
+        println!(
+            "  index rows outside this shard (not checked; reindex --from-store drops them): {outside}"
+        );
+    }
     let mut drift = 0;
     for (key, label) in [
         ("missing", "missing from the index"),

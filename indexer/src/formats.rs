@@ -43,11 +43,13 @@ pub enum Decoded {
     OtherTable(String),
 }
 
-/// Whether `name` (as written in an event) is this table: its bare name or `ns:name`.
+/// Whether `name` (as written in an event) is this table: its bare name or `ns:name`. Without
+/// allocating: it runs for every event, foreign ones included.
 fn is_table(table: &TableConfig, name: &str) -> bool {
     name == table.name
-        || name == table.full_name()
-        || name == format!("{}:{}", table.namespace, table.name)
+        || name
+            .split_once(':')
+            .is_some_and(|(namespace, bare)| namespace == table.namespace && bare == table.name)
 }
 
 /// The fields of an hbidx JSON event, borrowed from the payload as raw JSON text and read by
@@ -468,6 +470,72 @@ pub fn decode_proxy(table: &TableConfig, payload: &[u8]) -> Result<ProxyDecoded,
     Ok(ProxyDecoded::Cell(ProxyCell { rowkey, op }))
 }
 
+/// The primitive Avro binary encodings the `HBaseKafkaEvent` schema uses, read straight off
+/// the payload for [`proxy_rowkey`]. Each read fails (`None`) exactly where apache-avro's reader
+/// fails, so a message passes here only if it is a well-formed datum.
+struct AvroCursor<'a>(&'a [u8]);
+
+impl<'a> AvroCursor<'a> {
+    /// A zigzag varint of at most 10 bytes.
+    fn long(&mut self) -> Option<i64> {
+        let mut zigzag = 0u64;
+        for (at, byte) in self.0.iter().take(10).enumerate() {
+            zigzag |= u64::from(byte & 0x7f) << (7 * at);
+            if byte & 0x80 == 0 {
+                self.0 = self.0.get(at + 1..)?;
+                return Some((zigzag >> 1) as i64 ^ -((zigzag & 1) as i64));
+            }
+        }
+        None
+    }
+
+    /// A length (non-negative, within the reader's allocation cap) and that many bytes.
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.long()?).ok()?;
+        if len > AVRO_MAX_ALLOCATION {
+            return None;
+        }
+        let (bytes, rest) = self.0.split_at_checked(len)?;
+        self.0 = rest;
+        Some(bytes)
+    }
+
+    fn boolean(&mut self) -> Option<bool> {
+        let (&byte, rest) = self.0.split_first()?;
+        self.0 = rest;
+        match byte {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// The rowkey of a Kafka Proxy message, read without decoding it: `Some` only for a well-formed
+/// `HBaseKafkaEvent` datum of `table`, borrowed from the payload. `None` means "decode it to
+/// find out": another table's event, or a malformed one, which [`decode_proxy`] then reports.
+///
+/// What a sharded instance checks against its rowkey range before paying for a decode. The
+/// rowkey is the datum's first field, but the table is its last, and a topic may carry several
+/// tables, so the fields in between are stepped over (a few varints, no copies) rather than
+/// trusted: a foreign-looking rowkey of another table must still count as `other_table`, and a
+/// truncated message must still be a dead letter, not a skip.
+pub fn proxy_rowkey<'a>(table: &TableConfig, payload: &'a [u8]) -> Option<&'a [u8]> {
+    let mut datum = AvroCursor(payload);
+    let rowkey = datum.bytes()?;
+    datum.long()?; // timestamp
+    datum.boolean()?; // delete
+    for _ in 0..3 {
+        datum.bytes()?; // value, qualifier, family
+    }
+    let name = datum.bytes()?;
+    if !datum.0.is_empty() {
+        return None;
+    }
+    let name = std::str::from_utf8(name).ok()?;
+    is_table(table, name).then_some(rowkey)
+}
+
 /// Encodes one cell as the Kafka Proxy would (tests, the benchmark, and tools that feed hbidx
 /// from something else).
 pub fn encode_proxy(table: &str, rowkey: &[u8], op: &CellOp) -> Result<Vec<u8>, DecodeError> {
@@ -730,5 +798,77 @@ mod tests {
         // A huge length prefix must fail, not allocate.
         assert!(decode_proxy(&t, &[0xfe, 0xff, 0xff, 0xff, 0x0f]).is_err());
         assert!(decode_proxy(&t, b"{\"table\":\"user\"}").is_err());
+    }
+
+    #[test]
+    fn proxy_rowkey_peeks_without_decoding() {
+        let t = table();
+        let rowkey = t.rowkey.encode("u1").unwrap();
+        let put = CellOp::Put {
+            column: "info:phone".into(),
+            ts: 1_700_000_000_000,
+            value: b"13800138000".to_vec(),
+        };
+        for name in ["user", "default:user"] {
+            let bytes = encode_proxy(name, &rowkey, &put).unwrap();
+            assert_eq!(proxy_rowkey(&t, &bytes), Some(rowkey.as_slice()), "{name}");
+        }
+        // Another table's event is left to the decode, which counts it as such.
+        for name in ["orders", "prod:user", "user:"] {
+            let bytes = encode_proxy(name, &rowkey, &put).unwrap();
+            assert_eq!(proxy_rowkey(&t, &bytes), None, "{name}");
+        }
+    }
+
+    /// Whatever is wrong with the bytes, the peek says "decode it" (`None`), and the decode
+    /// then dead-letters the message: it is never skipped as another shard's on a guess.
+    #[test]
+    fn proxy_rowkey_of_garbage_is_none_not_a_panic() {
+        let t = table();
+        let good = encode_proxy(
+            "user",
+            b"abc",
+            &CellOp::DeleteCell {
+                column: "info:name".into(),
+                ts: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(proxy_rowkey(&t, &good), Some(&b"abc"[..]));
+        for cut in 0..good.len() {
+            assert_eq!(proxy_rowkey(&t, &good[..cut]), None, "cut at {cut}");
+            assert!(decode_proxy(&t, &good[..cut]).is_err());
+        }
+        let mut trailing = good.clone();
+        trailing.push(0);
+        assert_eq!(proxy_rowkey(&t, &trailing), None);
+        // The `delete` boolean is the byte after the rowkey and the timestamp's varint.
+        let mut boolean = good.clone();
+        boolean[1 + 3 + 1] = 2;
+        assert_eq!(proxy_rowkey(&t, &boolean), None);
+        assert!(decode_proxy(&t, &boolean).is_err());
+        let cases: &[&[u8]] = &[
+            &[],
+            // A negative length (zigzag 1 = -1).
+            &[0x01],
+            // A length over the allocation cap, and one past the end.
+            &[0xfe, 0xff, 0xff, 0xff, 0x0f],
+            &[0x7e, b'a'],
+            // A varint of 11 bytes.
+            &[
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+            ],
+            b"{\"table\":\"user\"}",
+        ];
+        for bytes in cases {
+            assert_eq!(proxy_rowkey(&t, bytes), None, "{bytes:?}");
+            assert!(decode_proxy(&t, bytes).is_err(), "{bytes:?}");
+        }
+        // Non-UTF-8 table name.
+        let mut datum = vec![0x06];
+        datum.extend_from_slice(b"abc");
+        datum.extend_from_slice(&[0x02, 0x00, 0x00, 0x00, 0x02, b'i', 0x02, 0xff]);
+        assert_eq!(proxy_rowkey(&t, &datum), None);
+        assert!(decode_proxy(&t, &datum).is_err());
     }
 }

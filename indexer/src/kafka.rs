@@ -9,8 +9,14 @@
 //! default) — never at another index's committed offset.
 //!
 //! Replica model: each hbidx instance consumes with its own group (`hbidx-<instance>-<table>`),
-//! so it gets every partition and builds a full index. Checkpoints are per partition already,
-//! which is what partition-sharded indexes would need later.
+//! so it gets every partition. Without `[cluster]` it builds a full index. With it, the instance
+//! indexes one shard, a rowkey range ([`KafkaSource::with_own_range`]), and still reads every
+//! partition: HBase replication partitions the topic by its own rules, not by our shards. Other
+//! shards' events are skipped like dead letters are, as position-only events, so the
+//! checkpoint moves past them and exactly-once is unchanged. A Kafka Proxy event is skipped
+//! from its rowkey alone ([`proxy_rowkey`]: a walk over the datum, no decode); an hbidx JSON
+//! event's rowkey may have to be computed from its natural key by the table's codec, so it is
+//! decoded first and skipped after.
 //!
 //! Everything here blocks and runs on the table's indexer thread (polling, on its prefetch
 //! thread).
@@ -24,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use hbidx_schema::config::TableConfig;
+use hbidx_schema::config::{KeyRange, TableConfig};
 use hbidx_schema::model::{ChangeEvent, Mutation};
 use hbidx_store::{lock, now_ms};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
@@ -34,7 +40,7 @@ use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
-use crate::formats::{Decoded, EventFormat, ProxyDecoded, decode_json, decode_proxy};
+use crate::formats::{Decoded, EventFormat, ProxyDecoded, decode_json, decode_proxy, proxy_rowkey};
 use crate::source::{PartitionReport, Source};
 
 pub use hbidx_schema::config::{KafkaSourceConfig, StartPolicy};
@@ -213,6 +219,7 @@ impl DeadLetterFile {
 struct PartitionCounters {
     dead_letters: u64,
     other_table: u64,
+    foreign_skipped: u64,
     last_event_ms: Option<i64>,
     high_watermark: Option<i64>,
 }
@@ -243,6 +250,13 @@ pub struct KafkaSource {
     /// A reindex replay: partitions assigned directly from the beginning, no consumer group,
     /// no offset hints.
     replay: bool,
+    /// With `[cluster]`: the rowkeys of this instance's shard; events for other rows are
+    /// skipped. `None`: every row.
+    own_range: Option<KeyRange>,
+    /// `hbidx_indexer_foreign_skipped_total` (live sources of a shard only), and the skips of
+    /// the current poll not yet added to it: one update per poll, not one per event.
+    foreign_counter: Option<metrics::Counter>,
+    foreign_in_poll: u64,
 }
 
 /// Per partition, the high watermark a replay must reach (offset of the next message).
@@ -403,7 +417,39 @@ impl KafkaSource {
             watermarks_at: None,
             scratch: Vec::new(),
             replay,
+            own_range: None,
+            foreign_counter: None,
+            foreign_in_poll: 0,
         })
+    }
+
+    /// Indexes only the rows of `range` (this instance's shard of the table, `[cluster]`);
+    /// `None` keeps every row. Events for other rows move the checkpoint and nothing else.
+    pub fn with_own_range(mut self, range: Option<KeyRange>) -> Self {
+        // Like dead letters, a replay's skips were counted by the live consumer already.
+        self.foreign_counter = match (&range, self.replay) {
+            (Some(_), false) => {
+                let counter = crate::pipeline::foreign_skipped_counter(&self.config.table);
+                counter.increment(0);
+                Some(counter)
+            }
+            _ => None,
+        };
+        self.own_range = range;
+        self
+    }
+
+    /// Whether `rowkey` belongs to another shard.
+    fn is_foreign(&self, rowkey: &[u8]) -> bool {
+        self.own_range
+            .as_ref()
+            .is_some_and(|range| !range.contains(rowkey))
+    }
+
+    fn skip_foreign(&mut self, partition: i32, offset: i64, out: &mut Vec<ChangeEvent>) {
+        self.counters.entry(partition).or_default().foreign_skipped += 1;
+        self.foreign_in_poll += 1;
+        out.push(self.skip_event(partition, offset));
     }
 
     fn dead_letter(&mut self, partition: i32, offset: i64, payload: Option<&[u8]>, reason: &str) {
@@ -460,7 +506,12 @@ impl KafkaSource {
             return;
         };
         match self.config.format {
+            // The rowkey may come from the natural key through the table's codec (an md5
+            // prefix, a salt …): only the decode knows it.
             EventFormat::Json => match decode_json(&self.table, payload, timestamp) {
+                Ok(Decoded::Mutation(mutation)) if self.is_foreign(&mutation.rowkey) => {
+                    self.skip_foreign(partition, offset, out);
+                }
                 Ok(Decoded::Mutation(mutation)) => out.push(ChangeEvent {
                     partition,
                     offset,
@@ -475,6 +526,16 @@ impl KafkaSource {
                     out.push(self.skip_event(partition, offset));
                 }
             },
+            // Another shard's event is skipped on its peeked rowkey, before any decode. Only a
+            // well-formed event of this table is skipped that way; anything else takes the
+            // decode, which counts another table's event or dead-letters a malformed one.
+            EventFormat::HbaseKafkaProxy
+                if self.own_range.is_some()
+                    && proxy_rowkey(&self.table, payload)
+                        .is_some_and(|rowkey| self.is_foreign(rowkey)) =>
+            {
+                self.skip_foreign(partition, offset, out);
+            }
             EventFormat::HbaseKafkaProxy => match decode_proxy(&self.table, payload) {
                 Ok(ProxyDecoded::Cell(cell)) => {
                     // The proxy sends one message per cell; consecutive cells of one row in a
@@ -611,6 +672,12 @@ impl Source for KafkaSource {
                 break;
             }
         }
+        if self.foreign_in_poll > 0 {
+            if let Some(counter) = &self.foreign_counter {
+                counter.increment(self.foreign_in_poll);
+            }
+            self.foreign_in_poll = 0;
+        }
         Ok(out)
     }
 
@@ -654,7 +721,150 @@ impl Source for KafkaSource {
                 last_event_ms: c.last_event_ms,
                 dead_letters: c.dead_letters,
                 other_table: c.other_table,
+                foreign_skipped: c.foreign_skipped,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hbidx_schema::model::CellOp;
+
+    use super::*;
+    use crate::formats::{encode_json, encode_proxy};
+
+    fn table() -> Arc<TableConfig> {
+        let config = hbidx_schema::parse_config(hbidx_schema::EXAMPLE_CONFIG).unwrap();
+        Arc::new(config.table("user").unwrap().clone())
+    }
+
+    /// A source whose consumer is never polled (creating one does not connect), fed messages
+    /// by hand through `take_message`.
+    fn source(format: EventFormat, dir: &Path, range: Option<KeyRange>) -> KafkaSource {
+        let config = KafkaSourceConfig {
+            brokers: "127.0.0.1:1".into(),
+            topic: "t".into(),
+            format,
+            table: "user".into(),
+            group_id: None,
+            start: StartPolicy::Earliest,
+            properties: BTreeMap::new(),
+            prefetch_kbytes: None,
+        };
+        KafkaSource::new(config, table(), "g", DeadLetterFile::new(dir, "user"))
+            .unwrap()
+            .with_own_range(range)
+    }
+
+    fn put(rowkey: &[u8]) -> Mutation {
+        Mutation {
+            table: "user".into(),
+            rowkey: rowkey.to_vec(),
+            ops: vec![CellOp::Put {
+                column: "info:phone".into(),
+                ts: 1,
+                value: b"13800138000".to_vec(),
+            }],
+        }
+    }
+
+    /// Rowkeys of the example table on either side of `boundary`.
+    fn keys_around(boundary: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let table = table();
+        (0..40)
+            .map(|i| table.rowkey.encode(&format!("u{i}")).unwrap())
+            .partition(|rowkey| rowkey.as_slice() < boundary)
+    }
+
+    fn counters(source: &KafkaSource) -> PartitionReport {
+        let c = source.counters.get(&0).cloned().unwrap_or_default();
+        PartitionReport {
+            partition: 0,
+            dead_letters: c.dead_letters,
+            other_table: c.other_table,
+            foreign_skipped: c.foreign_skipped,
+            ..PartitionReport::default()
+        }
+    }
+
+    /// Both formats: another shard's rows become position-only events (the checkpoint moves
+    /// past them), this shard's rows are handed over, and a garbled message is still a dead
+    /// letter, not a skip.
+    #[test]
+    fn a_shard_skips_other_shards_rows_and_still_dead_letters_garbage() {
+        let boundary = b"8".to_vec();
+        let range = KeyRange {
+            start: Vec::new(),
+            stop: Some(boundary.clone()),
+        };
+        let (own, foreign) = keys_around(&boundary);
+        assert!(!own.is_empty() && !foreign.is_empty());
+        let table = table();
+        for format in [EventFormat::HbaseKafkaProxy, EventFormat::Json] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut source = source(format, dir.path(), Some(range.clone()));
+            let encode = |rowkey: &[u8]| match format {
+                EventFormat::Json => encode_json(&table, &put(rowkey)),
+                EventFormat::HbaseKafkaProxy => {
+                    encode_proxy("user", rowkey, &put(rowkey).ops[0]).unwrap()
+                }
+            };
+            let mut messages: Vec<Vec<u8>> = own
+                .iter()
+                .zip(&foreign)
+                .flat_map(|(a, b)| [encode(a), encode(b)])
+                .collect();
+            // A foreign row's event cut short: it can't be peeked, so it is a dead letter.
+            let cut = encode(&foreign[0]);
+            messages.push(cut[..cut.len() - 3].to_vec());
+            let mut out = Vec::new();
+            for (offset, payload) in messages.iter().enumerate() {
+                source.take_message(0, offset as i64, Some(1), Some(payload), &mut out);
+            }
+            assert_eq!(
+                out.len(),
+                messages.len(),
+                "{format:?}: one event per message"
+            );
+            let offsets: Vec<i64> = out.iter().map(|e| e.offset).collect();
+            assert_eq!(offsets, (0..messages.len() as i64).collect::<Vec<_>>());
+            let handed: Vec<&[u8]> = out
+                .iter()
+                .filter(|e| !e.mutation.ops.is_empty())
+                .map(|e| e.mutation.rowkey.as_slice())
+                .collect();
+            let pairs = own.len().min(foreign.len());
+            let expected: Vec<&[u8]> = own[..pairs].iter().map(Vec::as_slice).collect();
+            assert_eq!(handed, expected, "{format:?}: only this shard's rows");
+            let report = counters(&source);
+            assert_eq!(report.foreign_skipped, pairs as u64, "{format:?}");
+            assert_eq!(report.dead_letters, 1, "{format:?}");
+            assert_eq!(source.foreign_in_poll, pairs as u64);
+        }
+    }
+
+    /// Another table's event keeps counting as `other_table` with a shard, whatever its rowkey;
+    /// without a shard every row is handed over.
+    #[test]
+    fn other_tables_and_unsharded_sources_are_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let range = KeyRange {
+            start: b"8".to_vec(),
+            stop: None,
+        };
+        let mut sharded = source(EventFormat::HbaseKafkaProxy, dir.path(), Some(range));
+        let other = encode_proxy("orders", b"0000", &put(b"0000").ops[0]).unwrap();
+        let mut out = Vec::new();
+        sharded.take_message(0, 0, None, Some(&other), &mut out);
+        let report = counters(&sharded);
+        assert_eq!((report.other_table, report.foreign_skipped), (1, 0));
+
+        let mut all = source(EventFormat::HbaseKafkaProxy, dir.path(), None);
+        let mine = encode_proxy("user", b"0000", &put(b"0000").ops[0]).unwrap();
+        let mut out = Vec::new();
+        all.take_message(0, 0, None, Some(&mine), &mut out);
+        assert_eq!(out[0].mutation.rowkey, b"0000");
+        assert_eq!(counters(&all).foreign_skipped, 0);
     }
 }

@@ -14,7 +14,8 @@
 //! - the indexer thread: [`spawn`], [`spawn_shadow`], [`spawn_with`], [`CommitPolicy`],
 //!   [`IndexerHandle`], [`IndexerStats`];
 //! - sources: [`Source`] and its kinds, [`Prefetch`], [`KafkaSource`], [`DeadLetterFile`],
-//!   [`ReplayTargets`]; event formats: [`decode_json`], [`decode_proxy`] and their encoders;
+//!   [`ReplayTargets`]; event formats: [`decode_json`], [`decode_proxy`] and their encoders,
+//!   [`proxy_rowkey`] (a Kafka Proxy event's rowkey without decoding it);
 //! - write-through: [`KafkaPublisher`];
 //! - drift: [`diff_row`], [`kept_columns`], [`Drift`], [`DriftKind`].
 
@@ -37,8 +38,8 @@ pub use checkpoint::Checkpoint;
 pub use error::{IndexerError, Result};
 pub use filters::FilterStats;
 pub use formats::{
-    DecodeError, Decoded, EventFormat, ProxyCell, ProxyDecoded, decode_json, decode_proxy,
-    encode_json, encode_proxy,
+    DecodeError, Decoded, EventFormat, HBASE_KAFKA_EVENT_SCHEMA, ProxyCell, ProxyDecoded,
+    decode_json, decode_proxy, encode_json, encode_proxy, proxy_rowkey,
 };
 pub use index::{
     ApplyOutcome, CoveredSize, IndexStats, LiveRowkeys, LookupPage, RowkeyCacheStats, RowsPage,

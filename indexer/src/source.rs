@@ -64,6 +64,8 @@ pub struct PartitionReport {
     pub dead_letters: u64,
     /// Valid events for another table on the same topic, skipped.
     pub other_table: u64,
+    /// Events for rows of another shard (`[cluster]`), skipped.
+    pub foreign_skipped: u64,
 }
 
 /// Wraps a log source (Kafka) for a table kept in the embedded store: every polled mutation is

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use hbidx_indexer::{Decoded, ProxyDecoded, decode_json, decode_proxy, encode_json, encode_proxy};
+use hbidx_indexer::{
+    Decoded, ProxyDecoded, decode_json, decode_proxy, encode_json, encode_proxy, proxy_rowkey,
+};
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
 use proptest::prelude::*;
@@ -55,6 +57,33 @@ fn corrupt(mut payload: Vec<u8>, hits: &[(usize, u8)]) -> Vec<u8> {
         }
     }
     payload
+}
+
+/// The rowkey a sharded instance peeks at ([`proxy_rowkey`]) is the rowkey the full decode
+/// finds, and the peek passes only what the decode takes for this table: a message skipped as
+/// another shard's after the peek would otherwise have been an `other_table` or a dead letter.
+fn peek_agrees_with_decode(payload: &[u8]) -> Result<(), TestCaseError> {
+    let table = table();
+    let peeked = proxy_rowkey(&table, payload);
+    match decode_proxy(&table, payload) {
+        Ok(ProxyDecoded::Cell(cell)) => prop_assert_eq!(peeked, Some(cell.rowkey.as_slice())),
+        Ok(ProxyDecoded::OtherTable(_)) => prop_assert_eq!(peeked, None),
+        // Malformed: the peek fails too, unless the datum is well-formed and only its values
+        // are wrong (an empty family, a negative timestamp …), which is the decode's to report.
+        Err(_) => {
+            if peeked.is_some() {
+                let schema =
+                    apache_avro::Schema::parse_str(hbidx_indexer::HBASE_KAFKA_EVENT_SCHEMA)
+                        .unwrap();
+                let reader = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
+                    .build()
+                    .unwrap();
+                let mut rest = payload;
+                prop_assert!(reader.read_value(&mut rest).is_ok() && rest.is_empty());
+            }
+        }
+    }
+    Ok(())
 }
 
 proptest! {
@@ -146,6 +175,7 @@ proptest! {
         payload in proptest::collection::vec(any::<u8>(), 0..256),
     ) {
         let _ = decode_proxy(&table(), &payload);
+        peek_agrees_with_decode(&payload)?;
     }
 
     /// A cell encoded as the Kafka Proxy does decodes back to the same cell.
@@ -172,5 +202,17 @@ proptest! {
     ) {
         let payload = corrupt(encode_proxy("user", &rowkey, &op).unwrap(), &hits);
         let _ = decode_proxy(&table(), &payload);
+        peek_agrees_with_decode(&payload)?;
+    }
+
+    /// Every well-formed event peeks to its rowkey, whatever its table is called.
+    #[test]
+    fn proxy_peeks_agree_on_valid_events(
+        rowkey in proptest::collection::vec(any::<u8>(), 0..32),
+        op in proxy_op(),
+        name in prop_oneof![Just("user"), Just("default:user"), Just("orders"), Just("ns:user")],
+    ) {
+        let payload = encode_proxy(name, &rowkey, &op).unwrap();
+        peek_agrees_with_decode(&payload)?;
     }
 }

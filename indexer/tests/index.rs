@@ -646,3 +646,111 @@ fn an_index_with_the_old_layout_is_a_schema_mismatch_with_a_readable_checkpoint(
     let read = hbidx_indexer::committed_checkpoint(dir.path()).unwrap();
     assert_eq!(read.position(CHANGE_FEED, 0), Some(41));
 }
+
+/// `[cluster]` with two shards of the example table split at `boundary`, this instance shard 0.
+fn shard_zero(boundary: &[u8]) -> Arc<hbidx_schema::config::ClusterConfig> {
+    Arc::new(hbidx_schema::config::ClusterConfig {
+        shards: vec![
+            vec!["http://127.0.0.1:1".into()],
+            vec!["http://127.0.0.1:2".into()],
+        ],
+        shard: Some(0),
+        replica: Some(0),
+        timeout: Duration::from_secs(1),
+        boundaries: [("user".to_string(), vec![boundary.to_vec()])].into(),
+    })
+}
+
+/// A shard's writer indexes only its own rows, on every path: an event for another shard's
+/// row moves the checkpoint and nothing else, and repairs and this instance's own writes
+/// queued for the indexer (the repair queue) are skipped and counted, their tickets still
+/// committed so nobody waits on them.
+#[test]
+fn a_shard_indexes_only_its_own_rows_on_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let boundary = b"8".to_vec();
+    let options = WriterOptions {
+        cluster: Some(shard_zero(&boundary)),
+        ..WriterOptions::default()
+    };
+    let (mut writer, searcher) = open_table_index(dir.path(), table.clone(), &options).unwrap();
+    assert_eq!(
+        writer.own_range().map(|r| r.stop.clone()),
+        Some(Some(boundary.clone()))
+    );
+    let rows: Vec<Mutation> = (0..40)
+        .map(|i| {
+            put(
+                &table,
+                &format!("u{i}"),
+                1,
+                &[("info:phone", &format!("137{i:08}"))],
+            )
+        })
+        .collect();
+    let own = |m: &Mutation| m.rowkey.as_slice() < boundary.as_slice();
+    let own_rows = rows.iter().filter(|m| own(m)).count() as u64;
+    assert!(own_rows > 0 && own_rows < 40);
+    for (offset, row) in rows.iter().enumerate() {
+        let outcome = writer.apply(row, "kafka:t", 0, offset as i64).unwrap();
+        assert_eq!(outcome.foreign, !own(row));
+    }
+    writer.commit().unwrap();
+    assert_eq!(writer.checkpoint().position("kafka:t", 0), Some(39));
+    assert_eq!(writer.stats().rows, own_rows);
+    for row in &rows {
+        let digits = match &row.ops[0] {
+            CellOp::Put { value, .. } => String::from_utf8(value.clone()).unwrap(),
+            _ => unreachable!(),
+        };
+        let found = searcher
+            .lookup(&[phone(&table, &digits)], 10, None)
+            .unwrap()
+            .rowkeys;
+        assert_eq!(found.len(), usize::from(own(row)));
+    }
+
+    // The repair queue, through the indexer thread.
+    let handle = hbidx_indexer::spawn(
+        writer,
+        Box::new(hbidx_indexer::IdleSource::default()),
+        CommitPolicy::default(),
+    )
+    .unwrap();
+    let foreign = rows.iter().find(|m| !own(m)).unwrap();
+    let mine = rows.iter().find(|m| own(m)).unwrap();
+    let stats = handle.stats.clone();
+    let mut last = 0;
+    for (row, phone) in [(foreign, "13999999991"), (mine, "13999999992")] {
+        let repair = put(&table, "x", 2, &[("info:phone", phone)]);
+        last = stats
+            .repairs
+            .submit(Mutation {
+                rowkey: row.rowkey.clone(),
+                ..repair
+            })
+            .unwrap();
+    }
+    let mut committed = stats.repairs.committed_tickets();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), committed.wait_for(|t| *t >= last))
+            .await
+            .expect("the repairs are committed")
+            .unwrap();
+    });
+    assert_eq!(stats.foreign_skipped.load(Ordering::Relaxed), 1);
+    let lookup = |digits: &str| {
+        searcher
+            .lookup(&[phone(&table, digits)], 10, None)
+            .unwrap()
+            .rowkeys
+    };
+    assert!(lookup("13999999991").is_empty(), "another shard's row");
+    assert_eq!(lookup("13999999992"), vec![mine.rowkey.clone()]);
+    handle.shutdown();
+}

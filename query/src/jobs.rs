@@ -44,11 +44,41 @@ pub struct JobStatus {
     pub done: u64,
     pub total: u64,
     pub error: Option<String>,
+    /// With `[cluster]`: the rowkeys the job covers, this instance's shard of the table (a
+    /// reindex rebuilds and a verify checks only those). Absent on a single instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<ShardRange>,
     /// The job's result, for jobs that have one (verify: the drift report).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<crate::verify::DriftReport>,
     pub started_ms: i64,
     pub finished_ms: Option<i64>,
+}
+
+/// One shard's rowkeys of a table, as jobs report them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ShardRange {
+    /// This instance's shard, of `shards`.
+    pub shard: usize,
+    pub shards: usize,
+    /// First rowkey (inclusive), in HBase's printable form; empty: the table's start.
+    pub start: String,
+    /// Rowkey the shard ends before; `None`: the table's end.
+    pub stop: Option<String>,
+}
+
+impl ShardRange {
+    /// This instance's range of `table`, when it is one shard of a cluster.
+    pub fn of(state: &crate::AppState, table: &str) -> Option<Self> {
+        let cluster = state.cluster.as_ref()?;
+        let range = cluster.own_range(table)?;
+        Some(Self {
+            shard: cluster.shard?,
+            shards: cluster.shard_count(),
+            start: hbidx_schema::codec::printable(&range.start),
+            stop: range.stop.as_deref().map(hbidx_schema::codec::printable),
+        })
+    }
 }
 
 /// Every job of this process (kept until restart; they are few).
@@ -63,8 +93,15 @@ impl Jobs {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a running job for `table`, unless one is already running for it.
-    pub fn create(&self, kind: &'static str, table: &str, from: &str) -> Result<JobStatus, u64> {
+    /// Registers a running job for `table` over `range` (see [`JobStatus::range`]), unless one
+    /// is already running for the table.
+    pub fn create(
+        &self,
+        kind: &'static str,
+        table: &str,
+        from: &str,
+        range: Option<ShardRange>,
+    ) -> Result<JobStatus, u64> {
         let mut jobs = self.lock();
         if let Some(running) = jobs
             .values()
@@ -83,6 +120,7 @@ impl Jobs {
             done: 0,
             total: 0,
             error: None,
+            range,
             report: None,
             started_ms: now_ms(),
             finished_ms: None,
@@ -181,7 +219,12 @@ pub async fn start_reindex(
         .map_err(|reason| ApiError::bad_request("from", reason))?;
     let job = state
         .jobs
-        .create("reindex", &table, &request.from)
+        .create(
+            "reindex",
+            &table,
+            &request.from,
+            ShardRange::of(&state, &table),
+        )
         .map_err(|running| {
             ApiError::Conflict(format!(
                 "job {running} is already running on table \"{table}\""

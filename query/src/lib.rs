@@ -408,6 +408,8 @@ pub struct TableIndexerStatus {
     pub last_commit_ms: u64,
     pub partitions: Vec<hbidx_indexer::PartitionStatus>,
     pub dead_letters: u64,
+    /// With `[cluster]`: events and repairs for other shards' rows, not indexed here.
+    pub foreign_skipped: u64,
     /// Live rows in the committed index.
     pub rows: u64,
     pub docs: u64,
@@ -475,6 +477,8 @@ async fn indexer_status(
                 errors: stats.errors.load(Ordering::Relaxed),
                 last_commit_ms: stats.last_commit_ms.load(Ordering::Relaxed),
                 dead_letters: partitions.iter().map(|p| p.dead_letters).sum(),
+                foreign_skipped: stats.foreign_skipped.load(Ordering::Relaxed)
+                    + partitions.iter().map(|p| p.foreign_skipped).sum::<u64>(),
                 partitions,
                 rows: stats.rows.load(Ordering::Relaxed),
                 docs: stats.docs.load(Ordering::Relaxed),

@@ -152,6 +152,13 @@ pub const CATALOGUE: &[MetricDoc] = &[
          fields).",
     ),
     doc(
+        "hbidx_indexer_foreign_skipped_total",
+        Counter,
+        "table",
+        "With [cluster]: events and repairs for rows of other shards, skipped (another shard \
+         indexes them).",
+    ),
+    doc(
         "hbidx_index_rows",
         Gauge,
         "table",

@@ -11,6 +11,11 @@
 //! With `repair`, every drift's repair mutation goes to the table's live indexer (see
 //! `hbidx_indexer::repair`), and the job waits until they are applied and committed.
 //!
+//! With `[cluster]` an instance checks its own shard: the store side scans only the shard's
+//! rowkey range (the job's `range`), and index rows outside it (left from before the table was
+//! sharded; the writer no longer touches them) are counted as `outside_range`, not as ghosts:
+//! a repair could not remove them, `reindex --from-store` does.
+//!
 //! The comparison reads the index's committed state, so a write made in the last few tens of
 //! milliseconds can show as drift; rerun to confirm. The report's example rowkeys go to the
 //! caller (an admin), never to the log.
@@ -83,6 +88,9 @@ pub struct DriftReport {
     pub unfixable: u64,
     /// Repairs applied (with `repair`).
     pub repaired: u64,
+    /// With `[cluster]`: index rows outside this instance's shard, not checked (see the module
+    /// docs).
+    pub outside_range: u64,
 }
 
 impl DriftReport {
@@ -138,7 +146,12 @@ pub async fn start_verify(
     }
     let job = state
         .jobs
-        .create("verify", &table, "store")
+        .create(
+            "verify",
+            &table,
+            "store",
+            crate::jobs::ShardRange::of(&state, &table),
+        )
         .map_err(|running| {
             ApiError::Conflict(format!(
                 "job {running} is already running on table \"{table}\""
@@ -186,12 +199,19 @@ pub async fn run(
     state.jobs.update(job, |j| j.phase = "index".into());
     let searcher = runtime.searcher.clone();
     let sample = request.sample;
-    let index_rows: Vec<(Vec<u8>, RowState)> = tokio::task::spawn_blocking(move || match sample {
-        Some(n) => searcher.sample_rows(n, rand::random()),
-        None => searcher.all_rows(),
-    })
-    .await
-    .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
+    let own_range = state.own_range(table);
+    let mut index_rows: Vec<(Vec<u8>, RowState)> =
+        tokio::task::spawn_blocking(move || match sample {
+            Some(n) => searcher.sample_rows(n, rand::random()),
+            None => searcher.all_rows(),
+        })
+        .await
+        .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
+    if let Some(range) = &own_range {
+        let before = index_rows.len();
+        index_rows.retain(|(rowkey, _)| range.contains(rowkey));
+        report.outside_range = (before - index_rows.len()) as u64;
+    }
     state.jobs.update(job, |j| {
         j.total = index_rows.len() as u64;
     });
@@ -212,6 +232,8 @@ pub async fn run(
 
     // Store → index.
     state.jobs.update(job, |j| j.phase = "store".into());
+    // The shard's range, or the whole table.
+    let (range_start, range_stop) = own_range.map_or((Vec::new(), None), |r| (r.start, r.stop));
     let (mut start, limit) = match request.sample {
         // A run of consecutive rows from a sampled rowkey: rows the index is missing sit
         // between rows it has.
@@ -219,12 +241,12 @@ pub async fn run(
             index_rows
                 .first()
                 .map(|(k, _)| k.clone())
-                .unwrap_or_default(),
+                .unwrap_or_else(|| range_start.clone()),
             n as u64,
         ),
-        None => (Vec::new(), u64::MAX),
+        None => (range_start.clone(), u64::MAX),
     };
-    let mut wrapped = start.is_empty();
+    let mut wrapped = start == range_start;
     loop {
         let want = BATCH.min((limit - report.store_rows_checked) as usize);
         if want == 0 {
@@ -236,6 +258,7 @@ pub async fn run(
                 table,
                 &ScanRequest {
                     start: start.clone(),
+                    stop: range_stop.clone(),
                     columns: Some(columns.clone()),
                     batch: want,
                     ..ScanRequest::default()
@@ -272,10 +295,10 @@ pub async fn run(
         }
         match batch.next_start {
             Some(next) => start = next,
-            // A sample that hit the end of the table goes on from its start, once.
+            // A sample that hit the end of the table (the shard) goes on from its start, once.
             None if !wrapped => {
                 wrapped = true;
-                start = Vec::new();
+                start = range_start.clone();
             }
             None => break,
         }
@@ -325,8 +348,11 @@ async fn run_full(
     let mut index: VecDeque<(Vec<u8>, RowState)> = VecDeque::new();
     let mut index_cursor: Option<Vec<u8>> = None;
     let mut index_done = false;
+    let own_range = state.own_range(table);
     let mut store: VecDeque<hbidx_store::Row> = VecDeque::new();
-    let mut store_start: Vec<u8> = Vec::new();
+    let (mut store_start, store_stop) = own_range
+        .clone()
+        .map_or((Vec::new(), None), |range| (range.start, range.stop));
     let mut store_done = false;
     // Store rows the index has no live values for, probed a batch at a time.
     let mut store_only: Vec<hbidx_store::Row> = Vec::new();
@@ -338,7 +364,12 @@ async fn run_full(
                 tokio::task::spawn_blocking(move || searcher.rows_after(after.as_deref(), BATCH))
                     .await
                     .map_err(|err| ApiError::Internal(format!("index read failed: {err}")))??;
-            index.extend(rows);
+            for (rowkey, indexed) in rows {
+                match &own_range {
+                    Some(range) if !range.contains(&rowkey) => report.outside_range += 1,
+                    _ => index.push_back((rowkey, indexed)),
+                }
+            }
             index_done = cursor.is_none();
             index_cursor = cursor;
             // A batch of tombstone-only documents comes back empty with a cursor: read on.
@@ -353,6 +384,7 @@ async fn run_full(
                     table,
                     &ScanRequest {
                         start: store_start.clone(),
+                        stop: store_stop.clone(),
                         columns: Some(columns.clone()),
                         batch: BATCH,
                         ..ScanRequest::default()

@@ -7,7 +7,8 @@
 //!      (no consumer group) until its checkpoint covers the high watermarks taken when the job
 //!      started.
 //!    - `{"from": "store"}`: the shadow starts from the live index's committed checkpoint, then
-//!      every row of the table is scanned (indexed columns only) and merged in. Rows reflect at
+//!      every row of the table is scanned (indexed columns only) and merged in; with
+//!      `[cluster]`, every row of this instance's shard, a range scan. Rows reflect at
 //!      least every event up to that checkpoint (a change-feed event is written with its row;
 //!      Kafka events reach the store before the index commits), so when the new live indexer
 //!      resumes from the checkpoint, nothing is lost, and events it re-applies merge
@@ -135,6 +136,7 @@ async fn run(
         );
         let policy = wiring.policy.clone();
         let options = wiring.writer_options.clone();
+        let own_range = wiring.own_range(table_name);
         tokio::task::spawn_blocking(move || -> Result<(IndexerHandle, ReplayTargets)> {
             if shadow.exists() {
                 std::fs::remove_dir_all(&shadow)
@@ -143,6 +145,7 @@ async fn run(
             let (writer, _searcher) =
                 hbidx_indexer::open_table_index(&shadow, table.clone(), &options)?;
             let (source, targets) = KafkaSource::replay(kafka, table, dead_letters)?;
+            let source = source.with_own_range(own_range);
             let source = hbidx_indexer::Prefetch::new(source)?;
             let handle = hbidx_indexer::spawn_shadow(writer, Box::new(source), policy)?;
             Ok((handle, targets))
@@ -275,6 +278,7 @@ async fn run_store(
         j.total = estimate;
     });
     let columns = hbidx_indexer::kept_columns(&table);
+    let own_range = wiring.own_range(table_name);
     let rows = wiring.rows.clone();
     let options = wiring.writer_options.clone();
     let jobs_state = state.clone();
@@ -292,7 +296,12 @@ async fn run_store(
             &options,
         )?;
         writer.seed_checkpoint(start_checkpoint);
+        // A shard scans its own range only: the other shards' rows are theirs to index (and
+        // the count check below compares rows scanned with rows indexed).
+        let (start, stop) = own_range.map_or((Vec::new(), None), |range| (range.start, range.stop));
         let mut request = hbidx_store::ScanRequest {
+            start,
+            stop,
             columns: Some(columns),
             batch: SCAN_BATCH,
             ..Default::default()

@@ -58,6 +58,11 @@ impl Wiring {
         self.kafka.iter().find(|s| s.table == table)
     }
 
+    /// The rowkeys of `table` this instance indexes (its shard, `[cluster]`); `None`: all.
+    pub fn own_range(&self, table: &str) -> Option<hbidx_schema::config::KeyRange> {
+        self.cluster.as_ref()?.own_range(table)
+    }
+
     /// The live source of `table`: its Kafka topic (applied to the embedded store too, when
     /// that holds the rows), or the embedded store's change feed. With the HBase store and no
     /// topic there is no event stream: the index changes only by reindex, repairs and this
@@ -69,12 +74,15 @@ impl Wiring {
                     let group = kafka.group_id(&self.instance_id);
                     let dead_letters =
                         DeadLetterFile::new(&self.data_dir.join("deadletters"), &table.name);
+                    let own_range = self.own_range(&table.name);
+                    let sharded = own_range.is_some();
                     let consumer =
                         KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
                             .with_context(|| {
                                 format!("connecting table \"{}\" to Kafka", table.name)
-                            })?;
-                    tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka (rows are in HBase)");
+                            })?
+                            .with_own_range(own_range);
+                    tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), sharded, "indexing from Kafka (rows are in HBase)");
                     // Decoding runs on the polling thread, one batch ahead of the index.
                     Box::new(Prefetch::new(consumer)?)
                 }
@@ -358,6 +366,8 @@ pub fn writer_options(config: &HbidxConfig) -> WriterOptions {
             .server
             .rowkey_cache_bytes
             .unwrap_or_else(|| memory.per_table(MemoryPart::RowkeyCache, tables)),
+        // Every writer (live, reindex shadows) indexes only this instance's shard.
+        cluster: config.cluster.clone().map(Arc::new),
         ..WriterOptions::default()
     }
 }

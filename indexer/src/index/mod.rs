@@ -23,7 +23,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hbidx_schema::config::TableConfig;
+use hbidx_schema::config::{ClusterConfig, TableConfig};
 use tantivy::directory::MmapDirectory;
 use tantivy::{Index, IndexWriter, ReloadPolicy, TantivyDocument};
 
@@ -93,6 +93,10 @@ pub fn open_table_index(
         options.rowkey_cache_bytes,
     );
     let rows = searcher.stats().rows;
+    let own_range = options
+        .cluster
+        .as_ref()
+        .and_then(|cluster| cluster.own_range(&table.name));
     let writer = TableIndexWriter::new(
         table,
         writer,
@@ -101,7 +105,8 @@ pub fn open_table_index(
         checkpoint,
         rows,
         heap,
-    );
+    )
+    .with_own_range(own_range);
     Ok((writer, searcher))
 }
 
@@ -120,6 +125,9 @@ pub struct WriterOptions {
     /// Budget of the searcher's cache of decoded rowkeys
     /// ([`RowkeyCache`](rowkey_cache::RowkeyCache)), in bytes.
     pub rowkey_cache_bytes: u64,
+    /// `[cluster]` with this instance's identity: each writer then indexes only its table's own
+    /// shard range ([`TableIndexWriter::own_range`]). `None`: every row.
+    pub cluster: Option<Arc<ClusterConfig>>,
 }
 
 impl Default for WriterOptions {
@@ -128,6 +136,7 @@ impl Default for WriterOptions {
             threads: 2,
             memory_budget_bytes: 256 << 20,
             rowkey_cache_bytes: DEFAULT_ROWKEY_CACHE_BYTES,
+            cluster: None,
         }
     }
 }

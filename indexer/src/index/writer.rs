@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hbidx_schema::config::{FieldKind, TableConfig};
+use hbidx_schema::config::{FieldKind, KeyRange, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
 use tantivy::index::SegmentId;
 use tantivy::indexer::UserOperation;
@@ -72,6 +72,8 @@ pub struct TableIndexWriter {
     /// commit of a table taking updates (~1 ns a row: 0.1 s per commit at 100M rows).
     pub(super) rows: u64,
     rows_delta: i64,
+    /// The rowkeys this instance indexes (its shard of the table); `None`: all of them.
+    own_range: Option<KeyRange>,
     _heap: HeapReservation,
 }
 
@@ -85,6 +87,18 @@ pub struct ApplyOutcome {
     /// Values that failed normalisation (e.g. a malformed phone); the row is still indexed on
     /// its valid fields.
     pub invalid_values: u32,
+    /// The row is outside this writer's shard ([`TableIndexWriter::own_range`]): nothing was
+    /// indexed (an event's position still moved).
+    pub foreign: bool,
+}
+
+impl ApplyOutcome {
+    fn foreign() -> Self {
+        Self {
+            foreign: true,
+            ..Self::default()
+        }
+    }
 }
 
 impl TableIndexWriter {
@@ -111,8 +125,30 @@ impl TableIndexWriter {
             pending: Vec::with_capacity(PENDING_BATCH),
             rows,
             rows_delta: 0,
+            own_range: None,
             _heap: heap,
         }
+    }
+
+    /// Restricts the writer to one shard's rowkeys (`[cluster]`).
+    pub(super) fn with_own_range(mut self, own_range: Option<KeyRange>) -> Self {
+        self.own_range = own_range;
+        self
+    }
+
+    /// The rowkeys this writer indexes: with `[cluster]`, its table's range in this instance's
+    /// shard. A mutation for any other row is skipped and reported as
+    /// [`ApplyOutcome::foreign`]. Sources filter foreign rows before they get here (cheaper,
+    /// and counted per partition); this is the one check every path passes through: repairs,
+    /// this instance's own writes, store scans and replays.
+    pub fn own_range(&self) -> Option<&KeyRange> {
+        self.own_range.as_ref()
+    }
+
+    fn is_foreign(&self, rowkey: &[u8]) -> bool {
+        self.own_range
+            .as_ref()
+            .is_some_and(|range| !range.contains(rowkey))
     }
 
     /// The checkpoint of the last commit plus everything applied since.
@@ -165,6 +201,8 @@ impl TableIndexWriter {
         // message): the checkpoint must pass it so that it is not read again.
         let outcome = if mutation.ops.is_empty() {
             ApplyOutcome::default()
+        } else if self.is_foreign(&mutation.rowkey) {
+            ApplyOutcome::foreign()
         } else {
             self.apply_ops(&mutation.rowkey, &mutation.ops)?
         };
@@ -177,6 +215,9 @@ impl TableIndexWriter {
     pub fn apply_repair(&mut self, mutation: &Mutation) -> Result<ApplyOutcome> {
         if mutation.ops.is_empty() {
             return Ok(ApplyOutcome::default());
+        }
+        if self.is_foreign(&mutation.rowkey) {
+            return Ok(ApplyOutcome::foreign());
         }
         self.apply_ops(&mutation.rowkey, &mutation.ops)
     }
@@ -198,7 +239,7 @@ impl TableIndexWriter {
             crate::state::apply_indexed(&mut state, ops, |column| table.keeps_column(column));
         let mut outcome = ApplyOutcome {
             changed,
-            invalid_values: 0,
+            ..ApplyOutcome::default()
         };
         let mut doc_after = has_doc;
         if changed {

@@ -121,6 +121,7 @@ impl<'a> IndexerLoop<'a> {
     /// Applies polled events in order, stopping at the first failure, which rolls back.
     fn apply_events(&mut self, events: &[ChangeEvent]) -> ControlFlow<()> {
         let mut applied = 0u64;
+        let mut foreign = 0u64;
         let mut failed = false;
         for event in events {
             match self.writer.apply(
@@ -131,6 +132,7 @@ impl<'a> IndexerLoop<'a> {
             ) {
                 Ok(outcome) => {
                     applied += 1;
+                    foreign += u64::from(outcome.foreign);
                     if outcome.invalid_values > 0 {
                         self.stats
                             .invalid_values
@@ -155,6 +157,7 @@ impl<'a> IndexerLoop<'a> {
         if let Some(m) = self.metrics {
             m.events.increment(applied);
         }
+        self.count_foreign(foreign);
         if failed {
             self.roll_back();
             return ControlFlow::Break(());
@@ -191,9 +194,13 @@ impl<'a> IndexerLoop<'a> {
         self.applied_ticket = upto;
         self.uncommitted_repairs.extend(repairs.iter().cloned());
         let mut applied = 0u64;
+        let mut foreign = 0u64;
         for repair in &repairs {
             match self.writer.apply_repair(repair) {
-                Ok(_) => applied += 1,
+                Ok(outcome) => {
+                    applied += 1;
+                    foreign += u64::from(outcome.foreign);
+                }
                 Err(err) => {
                     self.stats.errors.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(table = %self.table, error = %err, "repair failed");
@@ -204,6 +211,7 @@ impl<'a> IndexerLoop<'a> {
             .repairs
             .applied
             .fetch_add(applied, Ordering::Relaxed);
+        self.count_foreign(foreign);
         if applied > 0 {
             self.schedule.changed(Instant::now());
         }
@@ -297,6 +305,19 @@ impl<'a> IndexerLoop<'a> {
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
         if let Some(m) = self.metrics {
             m.errors.increment(1);
+        }
+    }
+
+    /// Counts mutations the writer skipped as another shard's rows.
+    fn count_foreign(&self, foreign: u64) {
+        if foreign == 0 {
+            return;
+        }
+        self.stats
+            .foreign_skipped
+            .fetch_add(foreign, Ordering::Relaxed);
+        if let Some(counter) = self.metrics.and_then(|m| m.foreign_skipped.as_ref()) {
+            counter.increment(foreign);
         }
     }
 

@@ -20,6 +20,8 @@ mod indexer_loop;
 mod report;
 mod schedule;
 
+pub(crate) use report::foreign_skipped_counter;
+
 /// When to commit. The defaults make an event searchable within ~50-100 ms of reaching the
 /// indexer while still batching bulk loads into large commits.
 #[derive(Debug, Clone)]
@@ -79,6 +81,9 @@ pub struct PartitionStatus {
     pub event_time_lag_ms: Option<i64>,
     pub dead_letters: u64,
     pub other_table: u64,
+    /// Events for rows outside this instance's shard (`[cluster]`), skipped: another shard
+    /// indexes them.
+    pub foreign_skipped: u64,
 }
 
 /// Counters of one table's indexer, read by the status endpoint and the metrics exporter.
@@ -89,6 +94,11 @@ pub struct IndexerStats {
     pub commits: AtomicU64,
     pub invalid_values: AtomicU64,
     pub errors: AtomicU64,
+    /// Mutations for rows outside this instance's shard that reached the writer and were not
+    /// indexed: repairs, this instance's own writes, events of a source that doesn't filter.
+    /// Kafka sources skip other shards' events themselves and count them per partition
+    /// ([`PartitionStatus::foreign_skipped`]).
+    pub foreign_skipped: AtomicU64,
     /// Milliseconds since the epoch of the last commit (0 = none yet).
     pub last_commit_ms: AtomicU64,
     pub last_commit_micros: AtomicU64,
@@ -201,6 +211,7 @@ fn start(
     // replaces the waker).
     stats.repairs.set_waker(source.waker());
     let table = writer.table().name.clone();
+    let sharded = writer.own_range().is_some();
     publish.send_replace(writer.checkpoint().clone());
     let indexed = publish.subscribe();
     let stop = Arc::new(AtomicBool::new(false));
@@ -213,7 +224,7 @@ fn start(
             .name(format!("indexer-{table}"))
             .spawn(move || {
                 let metrics =
-                    export_metrics.then(|| report::IndexerMetrics::new(&table_for_thread));
+                    export_metrics.then(|| report::IndexerMetrics::new(&table_for_thread, sharded));
                 indexer_loop::IndexerLoop::new(
                     &mut writer,
                     source.as_mut(),

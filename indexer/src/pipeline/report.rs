@@ -21,6 +21,9 @@ pub(super) struct IndexerMetrics {
     pub(super) commit_seconds: metrics::Histogram,
     pub(super) errors: metrics::Counter,
     pub(super) invalid_values: metrics::Counter,
+    /// With `[cluster]` only: mutations for other shards' rows that reached the writer. The
+    /// Kafka source adds the events it skipped to the same series.
+    pub(super) foreign_skipped: Option<metrics::Counter>,
     rows: metrics::Gauge,
     docs: metrics::Gauge,
     segments: metrics::Gauge,
@@ -28,7 +31,7 @@ pub(super) struct IndexerMetrics {
 }
 
 impl IndexerMetrics {
-    pub(super) fn new(table: &str) -> Self {
+    pub(super) fn new(table: &str, sharded: bool) -> Self {
         let label = || [("table", table.to_string())];
         Self {
             table: table.to_string(),
@@ -37,6 +40,12 @@ impl IndexerMetrics {
             commit_seconds: metrics::histogram!("hbidx_indexer_commit_duration_seconds", &label()),
             errors: metrics::counter!("hbidx_indexer_errors_total", &label()),
             invalid_values: metrics::counter!("hbidx_indexer_invalid_values_total", &label()),
+            foreign_skipped: sharded.then(|| {
+                let counter = foreign_skipped_counter(table);
+                // Exported from 0, so `rate()` works before the first skip.
+                counter.increment(0);
+                counter
+            }),
             rows: metrics::gauge!("hbidx_index_rows", &label()),
             docs: metrics::gauge!("hbidx_index_docs", &label()),
             segments: metrics::gauge!("hbidx_index_segments", &label()),
@@ -65,6 +74,11 @@ impl IndexerMetrics {
             }
         }
     }
+}
+
+/// `hbidx_indexer_foreign_skipped_total` of `table`: rows of other shards not indexed here.
+pub(crate) fn foreign_skipped_counter(table: &str) -> metrics::Counter {
+    metrics::counter!("hbidx_indexer_foreign_skipped_total", "table" => table.to_string())
 }
 
 /// Reads the committed index's counts into `stats` (and the gauges), on the indexer thread.
@@ -118,6 +132,7 @@ pub(super) fn update_partitions(
                 event_time_lag_ms,
                 dead_letters: report.dead_letters,
                 other_table: report.other_table,
+                foreign_skipped: report.foreign_skipped,
             }
         })
         .collect();
