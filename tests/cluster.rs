@@ -50,13 +50,20 @@ fn config(dir: &Path, name: &str, thrift: &str, topic: &str, extra: &str) -> Str
     path.to_string_lossy().into_owned()
 }
 
+/// The pinyin spelling of a Chinese name; empty for a Latin one.
 fn full_pinyin(name: &str) -> String {
+    if !name.chars().all(|c| c.to_pinyin().is_some()) {
+        return String::new();
+    }
     name.chars()
         .filter_map(|c| c.to_pinyin().map(|p| p.plain().to_string()))
         .collect()
 }
 
 fn initials(name: &str) -> String {
+    if !name.chars().all(|c| c.to_pinyin().is_some()) {
+        return String::new();
+    }
     name.chars()
         .filter_map(|c| c.to_pinyin().map(|p| p.first_letter().to_string()))
         .collect()
@@ -155,17 +162,18 @@ fn lookups(people: &[Person]) -> Vec<String> {
         queries.push(format!("idcard={}", person.idcard));
         queries.push(format!("phone_suffix={tail}&limit=7"));
         queries.push(format!("name={}", person.name));
-        queries.push(format!("name={}&match=pinyin", full_pinyin(&person.name)));
+        let pinyin = full_pinyin(&person.name);
+        // (ü readings, as in 吕 lü, can't be asked for: pinyin lookups take a-z only.)
+        if !pinyin.is_empty() && pinyin.is_ascii() {
+            queries.push(format!("name={pinyin}&match=pinyin"));
+        }
         if i % 2 == 0 {
-            queries.push(format!(
-                "name={}&match=pinyin&limit=5",
-                initials(&person.name)
-            ));
+            let initials = initials(&person.name);
+            if !initials.is_empty() {
+                queries.push(format!("name={initials}&match=pinyin&limit=5"));
+            }
             queries.push(format!("name={given}&match=partial&limit=9"));
-            queries.push(format!(
-                "name={surname}&match=prefix&phone_suffix={}",
-                &tail[3..]
-            ));
+            queries.push(format!("name={surname}&match=prefix&phone_suffix={tail}"));
             queries.push(format!(
                 "phone={}&columns=info:phone,info:city",
                 person.phone
