@@ -1,8 +1,9 @@
 //! Static checks of deploy/: there is no Docker engine or Kubernetes cluster here, so the
 //! manifests are checked for what can be checked without one. Every YAML and JSON file parses;
 //! compose and Kubernetes references (services, files, volumes, Secrets, named ports) resolve;
-//! the probes hit /healthz and /readyz; and every hbidx config they use passes the real
-//! binary's `hbidx schema check`.
+//! the probes hit /healthz and /readyz; every hbidx config they use passes the real binary's
+//! `hbidx schema check`; and the sharded tier (compose and StatefulSet) runs every shard
+//! replica of its config's `[cluster]` exactly once, at the address the config gives it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -36,6 +37,52 @@ fn deploy_files(extensions: &[&str]) -> Vec<PathBuf> {
 fn load_yaml(path: &Path) -> Vec<Yaml> {
     let text = std::fs::read_to_string(path).unwrap();
     YamlLoader::load_from_str(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// `yaml` with YAML merge keys (`<<: *anchor`) applied, as compose applies them: yaml-rust2
+/// resolves the aliases but keeps `<<` as an ordinary key. Keys written beside `<<` win.
+fn resolve_merge_keys(yaml: &Yaml) -> Yaml {
+    match yaml {
+        Yaml::Hash(map) => {
+            let merge_key = Yaml::String("<<".into());
+            let mut out = yaml_rust2::yaml::Hash::new();
+            for (key, value) in map {
+                if *key != merge_key {
+                    out.insert(key.clone(), resolve_merge_keys(value));
+                }
+            }
+            let bases = match map.get(&merge_key) {
+                Some(Yaml::Array(bases)) => bases.clone(),
+                Some(base) => vec![base.clone()],
+                None => Vec::new(),
+            };
+            for base in bases {
+                let Yaml::Hash(base) = resolve_merge_keys(&base) else {
+                    panic!("`<<` merges a mapping, got {base:?}");
+                };
+                for (key, value) in base {
+                    out.entry(key).or_insert(value);
+                }
+            }
+            Yaml::Hash(out)
+        }
+        Yaml::Array(items) => Yaml::Array(items.iter().map(resolve_merge_keys).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A compose file, merge keys applied.
+fn load_compose(path: &str) -> Yaml {
+    resolve_merge_keys(&load_yaml(Path::new(path))[0])
+}
+
+fn compose_services(compose: &Yaml) -> BTreeMap<String, &Yaml> {
+    compose["services"]
+        .as_hash()
+        .expect("services")
+        .iter()
+        .map(|(name, service)| (str_of(name, "service").to_string(), service))
+        .collect()
 }
 
 fn str_of<'a>(yaml: &'a Yaml, what: &str) -> &'a str {
@@ -152,19 +199,9 @@ fn compose_mount(service: &Yaml, container_path: &str) -> Option<PathBuf> {
     })
 }
 
-#[test]
-fn compose_references_resolve_and_its_hbidx_config_passes() {
-    let docs = load_yaml(Path::new("deploy/docker-compose.yml"));
-    let compose = &docs[0];
-    let services = compose["services"]
-        .as_hash()
-        .expect("services")
-        .iter()
-        .map(|(name, service)| (str_of(name, "service").to_string(), service))
-        .collect::<BTreeMap<_, _>>();
-    for wanted in ["hbase", "hbase-thrift", "kafka", "kafka-proxy", "hbidx"] {
-        assert!(services.contains_key(wanted), "no {wanted} service");
-    }
+/// Every service's dependencies, build files, images, mounts, volumes and secrets resolve.
+fn check_compose_references(compose: &Yaml, origin: &str) {
+    let services = compose_services(compose);
     let named_volumes: BTreeSet<String> = keys_of(&compose["volumes"]).into_iter().collect();
     let secrets: BTreeSet<String> = keys_of(&compose["secrets"]).into_iter().collect();
     let built_images: BTreeSet<&str> = services
@@ -176,7 +213,7 @@ fn compose_references_resolve_and_its_hbidx_config_passes() {
         for dependency in keys_of(&service["depends_on"]) {
             assert!(
                 services.contains_key(&dependency),
-                "{name} depends on unknown service {dependency}"
+                "{origin}: {name} depends on unknown service {dependency}"
             );
         }
         match &service["build"] {
@@ -185,7 +222,7 @@ fn compose_references_resolve_and_its_hbidx_config_passes() {
                 assert!(
                     built_images.contains(image)
                         || (image.contains(':') && !image.ends_with(":latest")),
-                    "{name}: image {image} is neither built here nor pinned to a tag"
+                    "{origin}: {name}: image {image} is neither built here nor pinned to a tag"
                 );
             }
             Yaml::String(context) => {
@@ -194,7 +231,7 @@ fn compose_references_resolve_and_its_hbidx_config_passes() {
                         .join(context)
                         .join("Dockerfile")
                         .is_file(),
-                    "{name}: no Dockerfile in {context}"
+                    "{origin}: {name}: no Dockerfile in {context}"
                 );
             }
             build => {
@@ -202,7 +239,7 @@ fn compose_references_resolve_and_its_hbidx_config_passes() {
                 let dockerfile = context.join(str_of(&build["dockerfile"], "dockerfile"));
                 assert!(
                     dockerfile.is_file(),
-                    "{name}: {} missing",
+                    "{origin}: {name}: {} missing",
                     dockerfile.display()
                 );
             }
@@ -212,22 +249,32 @@ fn compose_references_resolve_and_its_hbidx_config_passes() {
             if host.starts_with('.') || host.starts_with('/') {
                 assert!(
                     Path::new("deploy").join(host).exists(),
-                    "{name}: mounts {host}, which doesn't exist"
+                    "{origin}: {name}: mounts {host}, which doesn't exist"
                 );
             } else {
                 assert!(
                     named_volumes.contains(host),
-                    "{name}: volume {host} isn't declared"
+                    "{origin}: {name}: volume {host} isn't declared"
                 );
             }
         }
         for secret in strings(&service["secrets"]) {
             assert!(
                 secrets.contains(&secret),
-                "{name}: secret {secret} isn't declared"
+                "{origin}: {name}: secret {secret} isn't declared"
             );
         }
     }
+}
+
+#[test]
+fn compose_references_resolve_and_its_hbidx_config_passes() {
+    let compose = load_compose("deploy/docker-compose.yml");
+    let services = compose_services(&compose);
+    for wanted in ["hbase", "hbase-thrift", "kafka", "kafka-proxy", "hbidx"] {
+        assert!(services.contains_key(wanted), "no {wanted} service");
+    }
+    check_compose_references(&compose, "docker-compose.yml");
 
     // hbidx: the config it is told to read is a mounted file that passes schema check.
     let hbidx = services["hbidx"];
@@ -271,6 +318,151 @@ fn compose_references_resolve_and_its_hbidx_config_passes() {
     let prometheus = services["prometheus"];
     let mounted = compose_mount(prometheus, "/etc/prometheus/prometheus.yml").unwrap();
     check_scrape_config(&load_yaml(&mounted)[0], "deploy/prometheus/prometheus.yml");
+}
+
+/// The `[cluster]` of an hbidx config that passed `hbidx schema check`, through the library's
+/// own parser: the layout the instances will run with.
+fn cluster_of(text: &str, origin: &str) -> hbidx_schema::config::ClusterConfig {
+    hbidx_schema::config::parse_config(text)
+        .unwrap_or_else(|err| panic!("{origin}: {err}"))
+        .cluster
+        .unwrap_or_else(|| panic!("{origin}: no [cluster]"))
+}
+
+/// Every (shard, replica) of a layout, shard 0 first.
+fn every_shard_replica(cluster: &hbidx_schema::config::ClusterConfig) -> BTreeSet<(usize, usize)> {
+    cluster
+        .shards
+        .iter()
+        .enumerate()
+        .flat_map(|(shard, replicas)| (0..replicas.len()).map(move |replica| (shard, replica)))
+        .collect()
+}
+
+/// The port of a `--listen` address.
+fn listen_port(args: &[String], origin: &str) -> String {
+    let listen = arg_after(args, "--listen").unwrap_or_else(|| panic!("{origin}: no --listen"));
+    listen.rsplit(':').next().unwrap().to_string()
+}
+
+#[test]
+fn compose_cluster_runs_every_shard_replica_once() {
+    let path = "deploy/docker-compose.cluster.yml";
+    let compose = load_compose(path);
+    check_compose_references(&compose, path);
+    let services = compose_services(&compose);
+
+    // HBase, its Thrift server, Kafka and the proxy are the single-instance file's, unchanged.
+    let single = load_compose("deploy/docker-compose.yml");
+    let single_services = compose_services(&single);
+    for name in [
+        "kafka",
+        "kafka-init",
+        "hbase",
+        "hbase-init",
+        "hbase-thrift",
+        "kafka-proxy",
+    ] {
+        assert_eq!(
+            services.get(name),
+            single_services.get(name),
+            "{path}: service {name} differs from docker-compose.yml's"
+        );
+    }
+
+    let instances: BTreeMap<&String, &&Yaml> = services
+        .iter()
+        .filter(|(_, service)| {
+            strings(&service["command"]).first().map(String::as_str) == Some("serve")
+        })
+        .collect();
+    assert!(instances.len() >= 2, "{path}: {instances:?}");
+    let mut config_file = None;
+    let mut identities = BTreeMap::new();
+    let mut data_volumes = BTreeSet::new();
+    for (name, service) in &instances {
+        let args = strings(&service["command"]);
+        let config_path = arg_after(&args, "--config").expect("--config");
+        let host_config = compose_mount(service, &config_path).expect("the config is mounted");
+        assert!(
+            config_file.get_or_insert(host_config.clone()) == &host_config,
+            "{path}: {name} reads another config than the other instances"
+        );
+        let data_dir = arg_after(&args, "--data-dir").expect("--data-dir");
+        let volume = strings(&service["volumes"])
+            .into_iter()
+            .find_map(|v| v.strip_suffix(&format!(":{data_dir}")).map(str::to_string))
+            .unwrap_or_else(|| panic!("{path}: {name}: {data_dir} is not a volume"));
+        assert!(
+            data_volumes.insert(volume.clone()),
+            "{path}: {name} shares the data volume {volume}"
+        );
+        let env = |key: &str| -> usize {
+            str_of(&service["environment"][key], key)
+                .parse()
+                .unwrap_or_else(|err| panic!("{path}: {name}: {key}: {err}"))
+        };
+        let identity = (env("HBIDX_SHARD"), env("HBIDX_REPLICA"));
+        let port = listen_port(&args, name);
+        if let Some(other) = identities.insert(identity, (name.to_string(), port)) {
+            panic!("{path}: {name} and {} are both {identity:?}", other.0);
+        }
+        match &service["environment"]["HBIDX_API_KEY"] {
+            Yaml::String(value) => assert!(value.starts_with("${HBIDX_API_KEY:?"), "{value}"),
+            other => panic!("{path}: {name}: HBIDX_API_KEY: {other:?}"),
+        }
+    }
+
+    // The config passes schema check, leaves the identity to the environment, and lists each
+    // instance at its compose address in its (shard, replica) place.
+    let config_file = config_file.unwrap();
+    let checked = schema_check(&config_file, path);
+    assert!(checked.contains("cluster: user: 2 shards"), "{checked}");
+    let text = std::fs::read_to_string(&config_file).unwrap();
+    let raw: toml::Table = toml::from_str(&text).unwrap();
+    for key in ["shard", "replica"] {
+        assert!(
+            raw["cluster"].get(key).is_none(),
+            "{}: [cluster] {key} is per instance (HBIDX_SHARD, HBIDX_REPLICA), not in the \
+             shared file",
+            config_file.display()
+        );
+    }
+    assert_eq!(raw["store"]["thrift"].as_str(), Some("hbase-thrift:9090"));
+    let cluster = cluster_of(&text, &config_file.display().to_string());
+    assert_eq!(
+        identities.keys().copied().collect::<BTreeSet<_>>(),
+        every_shard_replica(&cluster),
+        "{path}: the instances are not one per (shard, replica) of [cluster] shards"
+    );
+    for ((shard, replica), (name, port)) in &identities {
+        assert_eq!(
+            cluster.shards[*shard][*replica],
+            format!("http://{name}:{port}"),
+            "{path}: {name} is shard {shard} replica {replica}"
+        );
+        // Each identity is one the server accepts at start.
+        cluster
+            .clone()
+            .with_identity(Some(*shard), Some(*replica))
+            .unwrap_or_else(|err| panic!("{path}: {name}: {err}"));
+    }
+
+    // Prometheus scrapes every instance.
+    let mounted = compose_mount(services["prometheus"], "/etc/prometheus/prometheus.yml").unwrap();
+    let scrape = &load_yaml(&mounted)[0];
+    check_scrape_config(scrape, &mounted.display().to_string());
+    let targets: BTreeSet<String> = scrape["scrape_configs"][0]["static_configs"][0]["targets"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|t| str_of(t, "target").to_string())
+        .collect();
+    let instances: BTreeSet<String> = identities
+        .values()
+        .map(|(name, port)| format!("{name}:{port}"))
+        .collect();
+    assert_eq!(targets, instances, "{}", mounted.display());
 }
 
 fn check_scrape_config(config: &Yaml, origin: &str) {
@@ -353,6 +545,19 @@ impl Manifests {
         Self { docs }
     }
 
+    /// The object of `kind` named `name` among the manifests in `dir`: the two layouts
+    /// (deploy/k8s/, deploy/k8s/cluster/) both have a Service `hbidx`.
+    fn find_in(&self, dir: &Path, kind: &str, name: &str) -> Option<&Yaml> {
+        self.docs
+            .iter()
+            .find(|(path, d)| {
+                path.parent() == Some(dir)
+                    && d["kind"].as_str() == Some(kind)
+                    && d["metadata"]["name"].as_str() == Some(name)
+            })
+            .map(|(_, d)| d)
+    }
+
     fn named(&self, kind: &str) -> BTreeMap<String, &Yaml> {
         self.docs
             .iter()
@@ -379,6 +584,40 @@ fn container_ports(container: &Yaml) -> BTreeMap<String, i64> {
         .unwrap_or_default()
 }
 
+/// The hbidx command line a container runs: its `args`, or the words of its `sh -c` script
+/// from `hbidx` on (line continuations and quotes dropped).
+fn hbidx_args(container: &Yaml) -> Vec<String> {
+    let command = strings(&container["command"]);
+    let args = strings(&container["args"]);
+    if command
+        .first()
+        .is_none_or(|program| !program.ends_with("/sh"))
+    {
+        return args;
+    }
+    let script = shell_script(container);
+    let words: Vec<String> = script
+        .split_whitespace()
+        .filter(|word| *word != "\\")
+        .map(|word| word.trim_matches('"').to_string())
+        .collect();
+    let start = words
+        .iter()
+        .position(|word| word.ends_with("/hbidx") || word == "hbidx")
+        .unwrap_or_else(|| panic!("the script runs no hbidx: {script}"));
+    words[start + 1..].to_vec()
+}
+
+/// The script of a container whose command is `sh -c SCRIPT`.
+fn shell_script(container: &Yaml) -> String {
+    let words: Vec<String> = strings(&container["command"])
+        .into_iter()
+        .chain(strings(&container["args"]))
+        .collect();
+    let at = words.iter().position(|w| w == "-c").expect("sh -c");
+    words[at + 1].clone()
+}
+
 fn probe_path_and_port(container: &Yaml, probe: &str) -> (String, String) {
     let get = &container[probe]["httpGet"];
     let port = match &get["port"] {
@@ -402,6 +641,17 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
             "{}: no metadata.name",
             path.display()
         );
+    }
+    // deploy/k8s/ and deploy/k8s/cluster/ are two layouts, each applied as a whole: within one
+    // directory no two objects share a kind and name.
+    let mut objects = BTreeSet::new();
+    for (path, doc) in &manifests.docs {
+        let object = (
+            path.parent().unwrap().to_path_buf(),
+            str_of(&doc["kind"], "kind"),
+            str_of(&doc["metadata"]["name"], "name"),
+        );
+        assert!(objects.insert(object.clone()), "{object:?} twice");
     }
     let secrets = manifests.named("Secret");
     let config_maps = manifests.named("ConfigMap");
@@ -475,7 +725,7 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
             }
         }
         // The --config file is in a mounted Secret, and passes schema check.
-        let args = strings(&hbidx["args"]);
+        let args = hbidx_args(hbidx);
         let config_path = arg_after(&args, "--config").expect("--config");
         let mount = hbidx["volumeMounts"]
             .as_vec()
@@ -536,4 +786,173 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
     let scrape = &config_maps["prometheus-hbidx-scrape"]["data"]["hbidx-scrape.yml"];
     let scrape = YamlLoader::load_from_str(str_of(scrape, "hbidx-scrape.yml")).unwrap();
     check_scrape_config(&scrape[0], "deploy/k8s/prometheus-scrape.yaml");
+}
+
+/// The hbidx config a workload's hbidx container reads (`--config`), from the Secret mounted
+/// there.
+fn workload_config(manifests: &Manifests, workload: &Yaml) -> String {
+    let pod = &workload["spec"]["template"]["spec"];
+    let hbidx = pod["containers"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str() == Some("hbidx"))
+        .expect("an hbidx container");
+    let config_path = arg_after(&hbidx_args(hbidx), "--config").expect("--config");
+    let config_path = Path::new(&config_path);
+    let mount = hbidx["volumeMounts"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|m| config_path.starts_with(str_of(&m["mountPath"], "mountPath")))
+        .expect("the config's directory is mounted");
+    let volume = pod["volumes"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mount's volume");
+    let secret = str_of(&volume["secret"]["secretName"], "secretName");
+    let file_name = config_path.file_name().unwrap().to_str().unwrap();
+    str_of(
+        &manifests.named("Secret")[secret]["stringData"][file_name],
+        file_name,
+    )
+    .to_string()
+}
+
+#[test]
+fn kubernetes_cluster_statefulset_maps_ordinals_to_the_layout() {
+    let manifests = Manifests::load();
+    let mut checked = 0;
+    for (path, workload) in &manifests.docs {
+        if workload["kind"].as_str() != Some("StatefulSet") {
+            continue;
+        }
+        let name = str_of(&workload["metadata"]["name"], "name");
+        let containers = workload["spec"]["template"]["spec"]["containers"]
+            .as_vec()
+            .unwrap();
+        let Some(hbidx) = containers
+            .iter()
+            .find(|c| c["name"].as_str() == Some("hbidx"))
+        else {
+            continue;
+        };
+        let text = workload_config(&manifests, workload);
+        let config = hbidx_schema::config::parse_config(&text)
+            .unwrap_or_else(|err| panic!("StatefulSet {name}'s config: {err}"));
+        let Some(cluster) = config.cluster else {
+            continue;
+        };
+        let origin = format!("StatefulSet {name}");
+
+        // One pod per shard replica, every shard with the same number of replicas, which the
+        // identity script divides the ordinal by.
+        let per_shard: usize = hbidx["env"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"].as_str() == Some("REPLICAS_PER_SHARD"))
+            .map(|e| str_of(&e["value"], "REPLICAS_PER_SHARD").parse().unwrap())
+            .unwrap_or_else(|| panic!("{origin}: no REPLICAS_PER_SHARD"));
+        for (shard, replicas) in cluster.shards.iter().enumerate() {
+            assert_eq!(replicas.len(), per_shard, "{origin}: shard {shard}");
+        }
+        let pods = workload["spec"]["replicas"].as_i64().expect("replicas") as usize;
+        assert_eq!(
+            pods,
+            cluster.shard_count() * per_shard,
+            "{origin}: replicas = shards x REPLICAS_PER_SHARD"
+        );
+        let script = shell_script(hbidx);
+        for piece in [
+            "ordinal=\"${HOSTNAME##*-}\"",
+            "--shard \"$((ordinal / REPLICAS_PER_SHARD))\"",
+            "--replica \"$((ordinal % REPLICAS_PER_SHARD))\"",
+        ] {
+            assert!(script.contains(piece), "{origin}: no `{piece}` in {script}");
+        }
+        assert!(
+            !text.contains("\nshard =") && !text.contains("\nreplica ="),
+            "{origin}: the identity comes from the ordinal, not the shared config"
+        );
+
+        // Pod N is at http://NAME-N.SERVICE:PORT, a headless Service over these pods that
+        // keeps not-ready pods' names.
+        let service_name = str_of(&workload["spec"]["serviceName"], "serviceName");
+        let service = manifests
+            .find_in(path.parent().unwrap(), "Service", service_name)
+            .unwrap_or_else(|| panic!("{origin}: no Service {service_name} beside it"));
+        assert_eq!(
+            service["spec"]["clusterIP"].as_str(),
+            Some("None"),
+            "{origin}"
+        );
+        assert_eq!(
+            service["spec"]["publishNotReadyAddresses"].as_bool(),
+            Some(true),
+            "{origin}"
+        );
+        assert_eq!(
+            service["spec"]["selector"], workload["spec"]["selector"]["matchLabels"],
+            "{origin}: {service_name} selects the pods"
+        );
+        let port = listen_port(&hbidx_args(hbidx), &origin);
+        let mut identities = BTreeSet::new();
+        for ordinal in 0..pods {
+            let (shard, replica) = (ordinal / per_shard, ordinal % per_shard);
+            assert_eq!(
+                cluster.shards[shard][replica],
+                format!("http://{name}-{ordinal}.{service_name}:{port}"),
+                "{origin}: pod {ordinal} is shard {shard} replica {replica}"
+            );
+            cluster
+                .clone()
+                .with_identity(Some(shard), Some(replica))
+                .unwrap_or_else(|err| panic!("{origin}: pod {ordinal}: {err}"));
+            identities.insert((shard, replica));
+        }
+        assert_eq!(identities, every_shard_replica(&cluster), "{origin}");
+
+        // Each pod's index in a volume of its own; peers called with a key from a Secret that
+        // the config accepts for the cluster scope.
+        let data_dir = arg_after(&hbidx_args(hbidx), "--data-dir").expect("--data-dir");
+        let mount = hbidx["volumeMounts"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"].as_str() == Some(data_dir.as_str()))
+            .unwrap_or_else(|| panic!("{origin}: {data_dir} is not mounted"));
+        assert!(
+            workload["spec"]["volumeClaimTemplates"]
+                .as_vec()
+                .into_iter()
+                .flatten()
+                .any(|claim| claim["metadata"]["name"] == mount["name"]),
+            "{origin}: {data_dir} is not a volume claim per pod"
+        );
+        let cluster_key = hbidx["env"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"].as_str() == Some("HBIDX_CLUSTER_KEY"))
+            .unwrap_or_else(|| panic!("{origin}: no HBIDX_CLUSTER_KEY"));
+        assert!(
+            cluster_key["valueFrom"]["secretKeyRef"]["name"]
+                .as_str()
+                .is_some(),
+            "{origin}: HBIDX_CLUSTER_KEY comes from a Secret"
+        );
+        assert!(
+            config
+                .security
+                .keys
+                .iter()
+                .any(|key| key.scopes.iter().any(|scope| scope.as_str() == "cluster")),
+            "{origin}: no [[security.keys]] entry with the cluster scope"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no StatefulSet runs a [cluster] layout");
 }
