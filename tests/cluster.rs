@@ -384,6 +384,18 @@ fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
         }
     }
 
+    // The tier's metrics, which the Grafana dashboard charts (tests/dashboard.rs runs no tier).
+    let (status, metrics) = util::get_text(&tier.node(0, 0).url("/metrics"));
+    assert_eq!(status, 200);
+    for name in [
+        "hbidx_shard_calls_total{",
+        "hbidx_shard_call_seconds_bucket{",
+        "hbidx_cluster_replicas_ready{",
+        "hbidx_indexer_foreign_skipped_total{",
+    ] {
+        assert!(metrics.contains(name), "{name} not exported:\n{metrics}");
+    }
+
     // Read-your-writes across the tier: written through shard 0, for rows of every shard,
     // found at once through the others. The unsharded instance gets the same writes, so the
     // answers below stay comparable.

@@ -275,9 +275,13 @@ fn check_grafana(scraped: &[Sample]) {
     assert!(queries.len() >= 15, "{queries:?}");
     let exported: BTreeSet<&str> = scraped.iter().map(|s| s.name.as_str()).collect();
     let catalogue: BTreeSet<&str> = hbidx_query::CATALOGUE.iter().map(|m| m.name).collect();
-    // Exported only with a Kafka source (dead letters; tests/kafka.rs checks it) or the HBase
-    // store (Thrift calls, breaker).
+    // Exported only with a Kafka source (dead letters; tests/kafka.rs checks it), the HBase
+    // store (Thrift calls, breaker) or a sharded tier (tests/cluster.rs checks those).
     let backend_only = [
+        "hbidx_cluster_replicas_ready",
+        "hbidx_shard_calls_total",
+        "hbidx_shard_call_seconds_bucket",
+        "hbidx_indexer_foreign_skipped_total",
         "hbidx_dead_letters_total",
         "hbidx_store_breaker_state",
         "hbidx_thrift_call_seconds_bucket",
