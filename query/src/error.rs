@@ -20,7 +20,7 @@ pub struct ErrorResponse {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Stable machine-readable code: `bad_request`, `not_found`, `unauthorized`, `forbidden`,
-    /// `rate_limited`, `conflict`, `payload_too_large`, `index_wait_timeout`,
+    /// `rate_limited`, `conflict`, `payload_too_large`, `request_timeout`, `index_wait_timeout`,
     /// `store_unavailable`, `log_unavailable`, `store_table_missing`, `store_rejected`,
     /// `not_ready`, `shard_unavailable`, `internal`.
     #[schema(example = "bad_request")]
@@ -44,6 +44,9 @@ pub enum ApiError {
     Conflict(String),
     #[error("request body too large: {0}")]
     PayloadTooLarge(String),
+    /// The request body did not arrive in time (`[server] body_timeout_ms`).
+    #[error("{0}")]
+    RequestTimeout(String),
     /// Waiting for the index (`?wait=indexed`) took too long, or the index can't take the
     /// write now. The write itself succeeded; `detail` says where it is and why it isn't
     /// searchable yet.
@@ -130,6 +133,11 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
             }
+            ApiError::RequestTimeout(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                Some("body".to_string()),
+            ),
             ApiError::IndexWaitTimeout { .. } => {
                 (StatusCode::GATEWAY_TIMEOUT, "index_wait_timeout", None)
             }

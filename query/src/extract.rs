@@ -6,22 +6,28 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::ApiError;
+use crate::{ApiError, SharedState};
 
-/// `Json<T>` whose errors are `ApiError`s naming the body and what is wrong with it.
+/// `Json<T>` whose errors are `ApiError`s naming the body and what is wrong with it. The body
+/// must arrive within `[server] body_timeout_ms` (408 otherwise), so a client trickling a body
+/// can't hold the connection.
 pub struct ApiJson<T>(pub T);
 
-impl<S, T> FromRequest<S> for ApiJson<T>
+impl<T> FromRequest<SharedState> for ApiJson<T>
 where
     T: DeserializeOwned,
-    S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Self(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+    async fn from_request(req: Request, state: &SharedState) -> Result<Self, Self::Rejection> {
+        let limit = state.limits.body_timeout;
+        match tokio::time::timeout(limit, axum::Json::<T>::from_request(req, state)).await {
+            Ok(Ok(axum::Json(value))) => Ok(Self(value)),
+            Ok(Err(rejection)) => Err(json_rejection(rejection)),
+            Err(_) => Err(ApiError::RequestTimeout(format!(
+                "the request body did not arrive within {} ms",
+                limit.as_millis()
+            ))),
         }
     }
 }

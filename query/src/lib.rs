@@ -70,6 +70,8 @@ pub struct Limits {
     pub max_batch_values: usize,
     pub max_body_bytes: usize,
     pub index_wait: std::time::Duration,
+    /// A request body must arrive within this (`[server] body_timeout_ms`).
+    pub body_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -80,6 +82,7 @@ impl Default for Limits {
             max_batch_values: 1000,
             max_body_bytes: 1 << 20,
             index_wait: std::time::Duration::from_secs(10),
+            body_timeout: hbidx_schema::config::DEFAULT_REQUEST_READ_TIMEOUT,
         }
     }
 }

@@ -15,12 +15,16 @@
 //! HTTP thread's runtime, which is fine: the tasks are short and async.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::thread::JoinHandle;
+
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
-use tokio::sync::{mpsc, watch};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 /// The number of HTTP threads when `[server] workers` doesn't say: one per CPU.
 pub fn default_threads() -> usize {
@@ -40,6 +44,11 @@ pub struct HttpThreads {
     pub count: usize,
     /// Thread `i` runs on `cpus[i % cpus.len()]`.
     pub cpus: Vec<usize>,
+    /// Connections served at once (`[server] max_connections`): the acceptor takes the next
+    /// only when one closes, so extra clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// A request head must arrive within this (`[server] header_timeout_ms`).
+    pub header_timeout: std::time::Duration,
 }
 
 impl HttpThreads {
@@ -56,14 +65,26 @@ impl HttpThreads {
         Self {
             count,
             cpus: server.http_cpus.clone(),
+            max_connections: server.max_connections,
+            header_timeout: server.header_timeout,
         }
     }
 
-    /// `count` threads, placed by the scheduler.
+    /// `count` threads, placed by the scheduler, with the default connection limits.
     pub fn unpinned(count: usize) -> Self {
         Self {
             count,
             cpus: Vec::new(),
+            max_connections: hbidx_schema::config::DEFAULT_MAX_CONNECTIONS,
+            header_timeout: hbidx_schema::config::DEFAULT_REQUEST_READ_TIMEOUT,
+        }
+    }
+
+    /// `count` threads pinned to `cpus`, with the default connection limits.
+    pub fn pinned(count: usize, cpus: Vec<usize>) -> Self {
+        Self {
+            cpus,
+            ..Self::unpinned(count)
         }
     }
 
@@ -116,10 +137,15 @@ fn pin_current_thread(cpu: usize) -> Result<()> {
 pub struct HttpServer {
     listener: tokio::net::TcpListener,
     /// One sender per HTTP thread: the connections dealt to it.
-    lanes: Vec<mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>>,
+    lanes: Vec<mpsc::UnboundedSender<Accepted>>,
     joins: Vec<JoinHandle<Result<()>>>,
     stop: watch::Sender<bool>,
+    /// One permit per open connection, `[server] max_connections` in all.
+    permits: Arc<Semaphore>,
 }
+
+/// A connection dealt to an HTTP thread, with the permit it holds until it closes.
+type Accepted = (std::net::TcpStream, OwnedSemaphorePermit);
 
 impl HttpServer {
     /// Starts `threads` HTTP threads serving `app`. Returns once every thread is up (named,
@@ -130,8 +156,8 @@ impl HttpServer {
         app: Router,
         threads: &HttpThreads,
     ) -> Result<Self> {
-        let local = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
+        let header_timeout = threads.header_timeout;
         let count = threads.count.max(1);
         let mut lanes = Vec::with_capacity(count);
         let mut joins = Vec::with_capacity(count);
@@ -162,14 +188,10 @@ impl HttpServer {
                         }
                     };
                     let _ = started.send(Ok(()));
-                    runtime.block_on(async move {
-                        axum::serve(Lane { receiver, local }, app)
-                            .with_graceful_shutdown(async move {
-                                let _ = stopped.wait_for(|stop| *stop).await;
-                            })
-                            .await
-                            .context("http server failed")
-                    })
+                    runtime.block_on(serve_lane(receiver, app, header_timeout, async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    }));
+                    Ok(())
                 })
                 .context("starting an HTTP thread")?;
             lanes.push(sender);
@@ -183,6 +205,7 @@ impl HttpServer {
             lanes,
             joins,
             stop,
+            permits: Arc::new(Semaphore::new(threads.max_connections.max(1))),
         })
     }
 
@@ -194,11 +217,17 @@ impl HttpServer {
             lanes,
             joins,
             stop,
+            permits,
         } = self;
         let accept = async {
             let mut next = 0usize;
             loop {
-                let (stream, peer) = match listener.accept().await {
+                // At the cap, stop accepting until a connection closes: the kernel's backlog
+                // holds the rest, and nothing is spent on them meanwhile.
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    break;
+                };
+                let (stream, _peer) = match listener.accept().await {
                     Ok(accepted) => accepted,
                     Err(err) => {
                         // Out of file descriptors and the like: wait a little instead of
@@ -216,7 +245,7 @@ impl HttpServer {
                 let Ok(stream) = stream.into_std() else {
                     continue;
                 };
-                if lanes[next % lanes.len()].send((stream, peer)).is_err() {
+                if lanes[next % lanes.len()].send((stream, permit)).is_err() {
                     // That thread has stopped: its error is reported when it is joined.
                     break;
                 }
@@ -257,34 +286,46 @@ pub async fn serve(
         .await
 }
 
-/// One HTTP thread's incoming connections, as an axum listener.
-struct Lane {
-    receiver: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
-    local: SocketAddr,
-}
-
-impl axum::serve::Listener for Lane {
-    type Io = tokio::net::TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Some((stream, peer)) = self.receiver.recv().await else {
-                // The acceptor is gone: the server is shutting down, and the graceful
-                // shutdown signal ends this listener's serve loop.
-                let never: std::convert::Infallible = std::future::pending().await;
-                match never {}
-            };
-            match tokio::net::TcpStream::from_std(stream) {
-                Ok(stream) => return (stream, peer),
-                Err(err) => tracing::warn!(error = %err, "registering a connection failed"),
+/// Serves the connections dealt to one HTTP thread until `stopped`, then lets the requests in
+/// flight finish. Each connection is hyper's HTTP/1 with a header read timeout (which
+/// `axum::serve` doesn't expose): a client trickling a request head, or idle between
+/// requests, is disconnected after `header_timeout`.
+async fn serve_lane(
+    mut receiver: mpsc::UnboundedReceiver<Accepted>,
+    app: Router,
+    header_timeout: std::time::Duration,
+    stopped: impl Future<Output = ()>,
+) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let graceful = GracefulShutdown::new();
+    let mut stopped = std::pin::pin!(stopped);
+    loop {
+        let (stream, permit) = tokio::select! {
+            next = receiver.recv() => match next {
+                Some(next) => next,
+                None => break,
+            },
+            () = &mut stopped => break,
+        };
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, "registering a connection failed");
+                continue;
             }
-        }
+        };
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // Errors here are the client's (reset, timed out, malformed): nothing to report.
+            let _ = connection.await;
+            drop(permit);
+        });
     }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
-    }
+    graceful.shutdown().await;
 }
 
 #[cfg(test)]
@@ -376,10 +417,7 @@ mod tests {
             "/",
             axum::routing::get(|| async { format!("{:?}", allowed_cpus()) }),
         );
-        let threads = HttpThreads {
-            count: 2,
-            cpus: vec![cpu],
-        };
+        let threads = HttpThreads::pinned(2, vec![cpu]);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (addr, server) = runtime.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -399,13 +437,132 @@ mod tests {
         let error = runtime
             .block_on(async {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let bad = HttpThreads {
-                    count: 1,
-                    cpus: vec![1023],
-                };
+                let bad = HttpThreads::pinned(1, vec![1023]);
                 HttpServer::start(listener, app, &bad).await.map(|_| ())
             })
             .unwrap_err();
         assert!(format!("{error:#}").contains("CPU 1023"), "{error:#}");
+    }
+
+    /// A server on a multi-thread runtime (the acceptor runs while the test blocks), with one
+    /// route answering "ok"; returns its address, the stop and the server task.
+    fn start_limited(
+        threads: HttpThreads,
+    ) -> (
+        tokio::runtime::Runtime,
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<Result<()>>,
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let app = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (addr, server) = runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = tokio::spawn(serve(listener, app, threads, async {
+                let _ = stopped.await;
+            }));
+            (addr, server)
+        });
+        (runtime, addr, stop, server)
+    }
+
+    /// Reads until the server closes the connection; returns what it sent and how long that
+    /// took.
+    fn read_to_close(stream: &mut std::net::TcpStream) -> (Vec<u8>, std::time::Duration) {
+        let started = std::time::Instant::now();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut received = Vec::new();
+        let mut chunk = [0u8; 1024];
+        loop {
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return (received, started.elapsed()),
+                Ok(n) => received.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// `[server] header_timeout_ms`: a client that trickles a request head, or connects and
+    /// sends nothing, is disconnected once the timeout passes, without an answer being
+    /// waited for; a prompt client on the same server is answered.
+    #[test]
+    fn a_slow_or_idle_request_head_is_cut_off() {
+        let threads = HttpThreads {
+            header_timeout: std::time::Duration::from_millis(300),
+            ..HttpThreads::unpinned(1)
+        };
+        let (runtime, addr, stop, server) = start_limited(threads);
+        let mut trickling = std::net::TcpStream::connect(addr).unwrap();
+        trickling.write_all(b"GET / HTTP/1.1\r\nhost: te").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        trickling.write_all(b"st\r\nx-slow: 1").unwrap();
+        let mut idle = std::net::TcpStream::connect(addr).unwrap();
+        let mut prompt = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(ask(&mut prompt), "ok");
+        for stream in [&mut trickling, &mut idle] {
+            let (received, took) = read_to_close(stream);
+            // hyper answers a timed-out head with nothing or a bare 408, then closes.
+            let text = String::from_utf8_lossy(&received);
+            assert!(
+                received.is_empty() || text.starts_with("HTTP/1.1 408"),
+                "{text}"
+            );
+            assert!(
+                took < std::time::Duration::from_secs(5),
+                "closed after {took:?}"
+            );
+        }
+        stop.send(()).unwrap();
+        runtime.block_on(server).unwrap().unwrap();
+    }
+
+    /// `[server] max_connections`: at the cap a new connection is not served until an open
+    /// one closes; then it is.
+    #[test]
+    fn connections_over_the_cap_wait_for_one_to_close() {
+        let threads = HttpThreads {
+            max_connections: 2,
+            ..HttpThreads::unpinned(1)
+        };
+        let (runtime, addr, stop, server) = start_limited(threads);
+        let mut first = std::net::TcpStream::connect(addr).unwrap();
+        let mut second = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(ask(&mut first), "ok");
+        assert_eq!(ask(&mut second), "ok");
+        // The kernel completes the handshake (backlog), but nobody reads the request.
+        let mut third = std::net::TcpStream::connect(addr).unwrap();
+        third
+            .write_all(b"GET / HTTP/1.1\r\nhost: test\r\n\r\n")
+            .unwrap();
+        third
+            .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+            .unwrap();
+        let mut chunk = [0u8; 64];
+        let waited = third.read(&mut chunk);
+        assert!(
+            matches!(&waited, Err(err) if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+            "answered over the cap: {waited:?}"
+        );
+        drop(first);
+        third
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let read = third.read(&mut chunk).unwrap();
+        assert!(
+            String::from_utf8_lossy(&chunk[..read]).starts_with("HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&chunk[..read])
+        );
+        assert_eq!(ask(&mut second), "ok");
+        drop((second, third));
+        stop.send(()).unwrap();
+        runtime.block_on(server).unwrap().unwrap();
     }
 }

@@ -327,6 +327,7 @@ pub fn open_with_rows(
             "one shard of a sharded index tier"
         );
     }
+    state.limits.body_timeout = config.server.body_timeout;
     state.store_has_feed = embedded.is_some();
     state.store_name = store_name;
     if let Some(handle) = metrics {

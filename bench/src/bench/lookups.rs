@@ -63,10 +63,7 @@ pub(super) async fn wrk_lookups(
     if let Some((server_cpu, client_cpus)) = split_cpus() {
         let pinned = BenchServer::start(
             state.clone(),
-            hbidx_serve::HttpThreads {
-                count: 1,
-                cpus: vec![server_cpu],
-            },
+            hbidx_serve::HttpThreads::pinned(1, vec![server_cpu]),
         )
         .await?;
         let class = Scheduling::OffCpus(client_cpus);

@@ -62,8 +62,8 @@ pub use security::{
     KeyConfig, MIN_KEY_LEN, RateLimit, Scope, SecurityConfig, check_plaintext_key, hash_key,
 };
 pub use server::{
-    DEFAULT_LISTEN, DEFAULT_THRIFT_MAX_CONTAINER_LEN, DEFAULT_THRIFT_WORKERS, HbaseApi,
-    ServerConfig,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_READ_TIMEOUT,
+    DEFAULT_THRIFT_MAX_CONTAINER_LEN, DEFAULT_THRIFT_WORKERS, HbaseApi, ServerConfig,
 };
 pub use sources::{EventFormat, KafkaSourceConfig, StartPolicy};
 pub use store::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};

@@ -12,6 +12,9 @@
 //! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
 //! thrift_max_container_len = 100000  # elements one list, set or map of a request may claim
 //! rowkey_cache_mb = 64               # per table; overrides [memory]'s rowkey cache split
+//! max_connections = 4096             # REST connections open at once; more wait to be accepted
+//! header_timeout_ms = 30000          # a request's head must arrive within this (idle too)
+//! body_timeout_ms = 30000            # a request's body must arrive within this
 //! ```
 
 use std::net::SocketAddr;
@@ -33,6 +36,15 @@ pub const DEFAULT_THRIFT_WORKERS: usize = 64;
 /// `thrift_max_container_len` doesn't say: far above what an HBase client batches into one call
 /// (happybase's batches are thousands of cells), far below what could exhaust memory.
 pub const DEFAULT_THRIFT_MAX_CONTAINER_LEN: usize = 100_000;
+
+/// REST connections open at once when `max_connections` doesn't say: far above what a
+/// sidecar's clients pool, far below the file descriptors a process gets.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// How long a REST request's head (and, separately, its body) may take to arrive when
+/// `header_timeout_ms` / `body_timeout_ms` don't say: generous for any real client, finite for
+/// one that trickles bytes to hold a connection (slowloris).
+pub const DEFAULT_REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Which HBase release's Thrift1 server the gateway answers like.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -58,6 +70,9 @@ pub(crate) struct RawServer {
     thrift_hbase_version: Option<i64>,
     thrift_max_container_len: Option<i64>,
     rowkey_cache_mb: Option<i64>,
+    max_connections: Option<i64>,
+    header_timeout_ms: Option<i64>,
+    body_timeout_ms: Option<i64>,
 }
 
 /// `[server]`, validated.
@@ -87,6 +102,15 @@ pub struct ServerConfig {
     /// (`hbidx_rowkey_cache_*`): when misses keep pace with hits, the working set is bigger
     /// than the budget.
     pub rowkey_cache_bytes: Option<u64>,
+    /// REST connections served at once; the next is accepted when one closes, so a crowd of
+    /// idle or slow clients queues in the listen backlog instead of taking memory and threads.
+    pub max_connections: usize,
+    /// A request's head must arrive within this, counted from when the server starts reading it
+    /// (for a kept-alive connection, from the previous answer): a client that trickles it, or
+    /// sits idle, is disconnected.
+    pub header_timeout: std::time::Duration,
+    /// A request's body must arrive within this once its handler reads it; later: 408.
+    pub body_timeout: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -102,6 +126,9 @@ impl Default for ServerConfig {
             thrift_api: HbaseApi::V2,
             thrift_max_container_len: DEFAULT_THRIFT_MAX_CONTAINER_LEN,
             rowkey_cache_bytes: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
+            body_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
         }
     }
 }
@@ -213,6 +240,23 @@ impl ServerConfig {
                 ));
             }
         };
+        let max_connections = match raw.max_connections {
+            None => DEFAULT_MAX_CONNECTIONS,
+            Some(n @ 1..=1_000_000) => n as usize,
+            Some(n) => {
+                return Err(invalid(
+                    "max_connections",
+                    format!("{n} is not within 1..=1000000"),
+                ));
+            }
+        };
+        let timeout = |key: &str, value: Option<i64>| match value {
+            None => Ok(DEFAULT_REQUEST_READ_TIMEOUT),
+            Some(ms @ 1..=3_600_000) => Ok(std::time::Duration::from_millis(ms as u64)),
+            Some(ms) => Err(invalid(key, format!("{ms} is not within 1..=3600000"))),
+        };
+        let header_timeout = timeout("header_timeout_ms", raw.header_timeout_ms)?;
+        let body_timeout = timeout("body_timeout_ms", raw.body_timeout_ms)?;
         Ok(Self {
             listen,
             workers,
@@ -224,6 +268,9 @@ impl ServerConfig {
             thrift_api,
             thrift_max_container_len,
             rowkey_cache_bytes,
+            max_connections,
+            header_timeout,
+            body_timeout,
         })
     }
 }
@@ -292,6 +339,9 @@ mod tests {
                 "server.thrift_max_container_len: -1",
             ),
             ("rowkey_cache_mb = 100000", "server.rowkey_cache_mb: 100000"),
+            ("max_connections = 0", "server.max_connections: 0"),
+            ("header_timeout_ms = 0", "server.header_timeout_ms: 0"),
+            ("body_timeout_ms = -5", "server.body_timeout_ms: -5"),
         ] {
             let error = parse(text).unwrap_err().to_string();
             assert!(error.contains(expected), "{text}: {error}");
@@ -300,5 +350,10 @@ mod tests {
             parse("rowkey_cache_mb = 3").unwrap().rowkey_cache_bytes,
             Some(3 << 20)
         );
+        let limits =
+            parse("max_connections = 7\nheader_timeout_ms = 250\nbody_timeout_ms = 500").unwrap();
+        assert_eq!(limits.max_connections, 7);
+        assert_eq!(limits.header_timeout, std::time::Duration::from_millis(250));
+        assert_eq!(limits.body_timeout, std::time::Duration::from_millis(500));
     }
 }
