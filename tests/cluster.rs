@@ -384,6 +384,14 @@ fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
         }
     }
 
+    // The dashboard's summary names this instance's shard and the replicas ready per shard.
+    let (_, summary) = get(&tier.node(1, 1).url("/v1/ops/summary"));
+    assert_eq!(
+        summary["cluster"],
+        json!({"shard": 1, "replica": 1, "shards": [[1, 1], [2, 2], [1, 1]]}),
+        "{summary}"
+    );
+
     // The tier's metrics, which the Grafana dashboard charts (tests/dashboard.rs runs no tier).
     let (status, metrics) = util::get_text(&tier.node(0, 0).url("/metrics"));
     assert_eq!(status, 200);

@@ -237,7 +237,11 @@ function render(data) {
   refreshMs = Math.max(1000, (data.interval_seconds || 2) * 1000);
   document.getElementById("meta").textContent =
     `v${data.version} · ${data.tables.length} table(s) · window ${data.window_seconds}s · ${t.length} points` +
-    (data.metrics_enabled ? "" : " · metrics recorder not installed");
+    (data.metrics_enabled ? "" : " · metrics recorder not installed") +
+    (data.cluster
+      ? ` · shard ${data.cluster.shard} replica ${data.cluster.replica} · replicas ready ` +
+        data.cluster.shards.map(([ready, all], i) => `s${i} ${ready}/${all}`).join(" ")
+      : "");
 
   const sum = (fam) => family(s, fam).reduce((acc, line) => acc + (last(line.values) || 0), 0);
   const maxOf = (fam) => family(s, fam).reduce((acc, line) => Math.max(acc, last(line.values) || 0), 0);

@@ -174,6 +174,18 @@ pub struct OpsSummary {
     tables: Vec<TableSummary>,
     /// The `[memory]` budget's parts: use against budget.
     memory: Vec<crate::telemetry::MemoryUse>,
+    /// On a sharded tier: this instance's shard and, per shard, the replicas it counts ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterSummary>,
+}
+
+/// The dashboard's view of a sharded tier (labels are shard ids, never URLs).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ClusterSummary {
+    shard: usize,
+    replica: usize,
+    /// Per shard, in order: (replicas ready, replicas).
+    shards: Vec<(usize, usize)>,
 }
 
 /// Everything the dashboard draws: recent rates and latencies, lag, index sizes, region reports.
@@ -233,6 +245,20 @@ pub async fn summary(State(state): State<SharedState>) -> Json<OpsSummary> {
             .as_ref()
             .map(|probe| probe())
             .unwrap_or_default(),
+        cluster: state.peers.as_ref().map(|peers| {
+            let (shard, replica) = peers.own();
+            ClusterSummary {
+                shard,
+                replica,
+                shards: (0..peers.shard_count())
+                    .map(|shard| {
+                        let replicas = peers.replicas(shard);
+                        let ready = replicas.iter().filter(|(_, ready, _)| *ready).count();
+                        (ready, replicas.len())
+                    })
+                    .collect(),
+            }
+        }),
     })
 }
 
