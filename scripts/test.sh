@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: installs what the tests need when it is missing, starts
 # the Kafka-protocol test broker when it is not running, then runs `cargo test --workspace`
-# (extra arguments are passed on). `--setup` only installs and starts.
+# (extra arguments are passed on), and for the whole suite each fuzz target for a bounded time
+# (scripts/fuzz.sh, which installs cargo-fuzz when missing). `--setup` only installs and starts.
 #
 # - chromium (Debian): tests/dashboard.rs opens /dashboard in headless Chromium and keeps a
 #   screenshot in target/dashboard.png. Browsers can't be downloaded here; Debian's is used.
@@ -79,3 +80,9 @@ if [ "${1:-}" = "--setup" ]; then
 fi
 log "cargo test --workspace $*"
 cargo test --workspace "$@"
+
+# The whole suite (no selection of packages or tests) ends with each libFuzzer target for a
+# bounded time from its committed seeds (scripts/fuzz.sh; FUZZ_SECONDS=0 skips it).
+if { [ $# -eq 0 ] || [ "$*" = "--no-fail-fast" ]; } && [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  bash scripts/fuzz.sh
+fi

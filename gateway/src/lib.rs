@@ -84,5 +84,7 @@ pub use server::{GatewayServer, serve};
 
 #[cfg(test)]
 mod fuzz_tests;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(test)]
 mod tests;

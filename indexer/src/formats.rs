@@ -231,13 +231,18 @@ pub fn decode_json(
                 return Err(bad("a put needs at least one cell"));
             }
             let mut ops = Vec::with_capacity(cells.len());
-            for (column, value) in cells {
-                check_column(&column)?;
+            for (index, (column, value)) in cells.iter().enumerate() {
+                check_column(column)?;
+                // Two values for one cell at one timestamp: which one HBase would keep depends
+                // on the writer, so the event is refused rather than guessed at.
+                if cells[..index].iter().any(|(earlier, _)| earlier == column) {
+                    return Err(bad(format!("cell \"{column}\" is given more than once")));
+                }
                 let Some(value) = raw_str(value) else {
                     return Err(bad(format!("cell \"{column}\" must be a string")));
                 };
                 ops.push(CellOp::Put {
-                    column: column.into_owned(),
+                    column: column.clone().into_owned(),
                     ts,
                     value: value.as_bytes().to_vec(),
                 });
@@ -614,6 +619,20 @@ mod tests {
             m.ops,
             vec![CellOp::DeleteRow { ts: 42 }],
             "message ts is the fallback"
+        );
+    }
+
+    /// Found by fuzz/fuzz_targets/json_event.rs: a cell given twice in one put decoded into two
+    /// puts of one cell at one timestamp (which wins was up to the order of application).
+    #[test]
+    fn a_cell_given_twice_is_refused() {
+        let t = table();
+        let twice = br#"{"table":"user","key":"u1","op":"put","ts":1,"cells":{"info:name":"a","info:phone":"13800138000","info:name":"b"}}"#;
+        let err = decode_json(&t, twice, None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cell \"info:name\" is given more than once"),
+            "{err}"
         );
     }
 
