@@ -38,6 +38,7 @@ impl BatchPlan<'_> {
     ) -> bool {
         answered_by_index(
             &runtime.config,
+            self.field.blind,
             self.projection.as_deref(),
             request.consistency,
         ) || request.index_only
@@ -83,7 +84,8 @@ pub(crate) fn plan<'a>(
         Some(columns) => Some(parse_columns(table, "columns", &columns.join(","))?),
         None => None,
     };
-    let field_mode = if field.kind == FieldKind::Name {
+    // A blind field takes match= too, so that prefix and partial are refused, not ignored.
+    let field_mode = if field.kind == FieldKind::Name || field.blind {
         mode
     } else {
         MatchMode::Exact
