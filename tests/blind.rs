@@ -8,7 +8,7 @@ mod util;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use util::{Server, TEST_API_KEY, get, keys, put};
+use util::{Server, TEST_API_KEY, get, keys, post, put};
 
 const BLIND_KEY: &str = "blind-test-key-0123456789abcdef0123456789";
 
@@ -198,6 +198,33 @@ fn blind_fields_keep_personal_data_out_of_the_index_files() {
         );
         assert_eq!(body["error"]["field"], field, "{query}: {body}");
     }
+
+    // Batch lookups: the same per-value answers (an invalid value is a per-value error on
+    // both), and match=prefix refused on the blind field.
+    let batch = |server: &Server, body: &Value| {
+        post(&server.url("/v1/tables/user/rows:batch-lookup"), body)
+    };
+    let phones: Vec<&str> = PEOPLE.iter().map(|(_, _, phone)| *phone).collect();
+    for body in [
+        json!({"field": "phone", "values": [phones[0], "12", phones[2], "13000000000"]}),
+        json!({"field": "idcard", "values": idcards(), "columns": ["info:city", "info:idcard"]}),
+    ] {
+        let (want_status, want) = batch(&plain, &body);
+        let (have_status, have) = batch(&blind, &body);
+        assert_eq!(
+            (want_status, &want["results"]),
+            (have_status, &have["results"]),
+            "{body}"
+        );
+        assert_eq!(want_status, 200, "{want}");
+    }
+    let (status, body) = batch(
+        &blind,
+        &json!({"field": "phone", "values": [phones[0]], "match": "prefix"}),
+    );
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("blind field \"phone\""), "{body}");
 
     // Graceful stops: everything the indexes hold is on disk.
     plain.stop();

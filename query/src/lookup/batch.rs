@@ -84,8 +84,18 @@ pub(crate) fn plan<'a>(
         Some(columns) => Some(parse_columns(table, "columns", &columns.join(","))?),
         None => None,
     };
-    // A blind field takes match= too, so that prefix and partial are refused, not ignored.
-    let field_mode = if field.kind == FieldKind::Name || field.blind {
+    // On a blind field every value would fail alike: the request is refused, naming the field.
+    if field.blind && mode != MatchMode::Exact {
+        return Err(ApiError::bad_request(
+            "match",
+            format!(
+                "match={} does not work on blind field \"{}\": its index holds keyed hashes of whole values, not the values, so only exact lookups work",
+                mode.as_str(),
+                field.name
+            ),
+        ));
+    }
+    let field_mode = if field.kind == FieldKind::Name {
         mode
     } else {
         MatchMode::Exact
