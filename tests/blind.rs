@@ -226,6 +226,11 @@ fn blind_fields_keep_personal_data_out_of_the_index_files() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("blind field \"phone\""), "{body}");
 
+    // The key is never logged.
+    let log = blind.log_text();
+    assert!(log.contains("blind key loaded"), "{log}");
+    assert!(!log.contains(BLIND_KEY), "{log}");
+
     // Graceful stops: everything the indexes hold is on disk.
     plain.stop();
     blind.stop();
