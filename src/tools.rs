@@ -62,6 +62,7 @@ pub fn parse_instance(text: &str, identity: (Option<usize>, Option<usize>)) -> R
             .map_err(|err| anyhow!("invalid config: {err}"))?;
         config.cluster = Some(cluster);
     }
+    hbidx_serve::arm_blind_fields(&mut config)?;
     Ok(config)
 }
 

@@ -72,9 +72,16 @@ pub fn diff_row(
         let in_store = stored.and_then(|row| row.cells.get(&column));
         index_has |= in_index.is_some();
         store_has |= in_store.is_some();
+        // The index keeps a blind column as its tags: the store's value is compared in that
+        // form (the repair still carries the value, which the writer turns into tags).
+        let blind = table.blind_field_of(&column);
+        let agrees = |value: &[u8], stored: &[u8]| match blind {
+            Some(field) => value == crate::analysis::blind_state_value(field, stored).as_slice(),
+            None => value == stored,
+        };
         match (in_index, in_store) {
             (None, None) => {}
-            (Some((value, _)), Some(cell)) if value == cell.value.as_slice() => {}
+            (Some((value, _)), Some(cell)) if agrees(value, &cell.value) => {}
             (index, Some(cell)) => {
                 if index.is_some_and(|(_, ts)| ts > cell.ts) {
                     fixable = false;

@@ -18,8 +18,36 @@
 //! a put, and a delete at `ts` masks every version `<= ts`, including puts that arrive later.
 //! Applying an event twice changes nothing, which is what makes replay after a crash safe.
 
+use std::borrow::Cow;
+
+use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::CellOp;
 pub use hbidx_store::RowState;
+
+/// The operations of an event as the index state takes them: a put of a blind field's column
+/// carries the field's tags ([`crate::analysis::blind_state_value`]) instead of the value, so
+/// the state stored in the index never holds a blind column's plaintext. Borrowed unchanged for
+/// tables without blind fields.
+pub fn blind_ops<'a>(table: &TableConfig, ops: &'a [CellOp]) -> Cow<'a, [CellOp]> {
+    if !table.has_blind_fields() {
+        return Cow::Borrowed(ops);
+    }
+    Cow::Owned(
+        ops.iter()
+            .map(|op| match op {
+                CellOp::Put { column, ts, value } => match table.blind_field_of(column) {
+                    Some(field) => CellOp::Put {
+                        column: column.clone(),
+                        ts: *ts,
+                        value: crate::analysis::blind_state_value(field, value),
+                    },
+                    None => op.clone(),
+                },
+                _ => op.clone(),
+            })
+            .collect(),
+    )
+}
 
 /// Applies the operations of one event to a row's index state, keeping only the columns the
 /// index tracks (`is_indexed`). Family and row deletes always apply: they mask indexed columns

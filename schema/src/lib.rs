@@ -8,12 +8,14 @@
 //! - [`ddl`]: HBase shell `create` statements.
 //! - [`memory`]: the `[memory]` budget and its split between caches, buffers and writer heaps.
 //! - [`normalize`]: phone / PRC idcard / name normalisers and validators.
+//! - [`blind`]: the key of blind fields, whose index holds keyed hashes instead of values.
 //! - [`model`]: the mutation model shared by the store, the change feed, the Kafka sources and
 //!   the indexer. It lives here, at the bottom of the crate graph, so nothing imports back up.
 //!
 //! The library never reads files or the clock: callers pass text in, so every function can be
 //! tested (and fuzzed) on strings alone.
 
+pub mod blind;
 pub mod codec;
 pub mod config;
 pub mod ddl;
@@ -22,6 +24,7 @@ pub mod model;
 pub mod normalize;
 pub mod split;
 
+pub use blind::{BlindKey, MIN_BLIND_KEY_LEN};
 pub use codec::{
     CodecError, HashAlgo, HashRing, RowkeyCodec, RowkeyPart, TsFormat, parse_printable, printable,
 };

@@ -1,8 +1,51 @@
-//! The API keys a server starts with: `[security]` plus the key given on the command line.
+//! The keys a server starts with: the API keys (`[security]` plus the one given on the command
+//! line), and the key of blind fields.
 
 use anyhow::{Result, anyhow, bail};
 use hbidx_query::auth::{Auth, SecurityConfig};
+use hbidx_schema::BlindKey;
 use hbidx_schema::config::HbidxConfig;
+
+/// The environment variable holding the key of blind fields when `[security] blind_key_file`
+/// names no file.
+pub const BLIND_KEY_ENV: &str = "HBIDX_BLIND_KEY";
+
+/// The key of blind fields: the file `[security] blind_key_file` names, or else `env_key` (the
+/// value of [`BLIND_KEY_ENV`]). `None` when the config has no blind field (a key given anyway
+/// is not read). A config with blind fields and no key is refused: its index could hold
+/// neither plaintext nor hashes. Errors never contain the key.
+pub fn blind_key(config: &HbidxConfig, env_key: Option<&str>) -> Result<Option<BlindKey>> {
+    let fields = config.blind_fields();
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let (text, source) = match &config.security.blind_key_file {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .map_err(|err| anyhow!("cannot read [security] blind_key_file {path}: {err}"))?,
+            format!("[security] blind_key_file {path}"),
+        ),
+        None => match env_key {
+            Some(key) if !key.is_empty() => (key.to_string(), BLIND_KEY_ENV.to_string()),
+            _ => bail!(
+                "blind fields ({}) need a key: set {BLIND_KEY_ENV} or [security] blind_key_file",
+                fields.join(", ")
+            ),
+        },
+    };
+    let key = BlindKey::new(&text).map_err(|reason| anyhow!("{source}: {reason}"))?;
+    Ok(Some(key))
+}
+
+/// Gives the config's blind fields their key ([`blind_key`], from the process environment).
+pub fn arm_blind_fields(config: &mut HbidxConfig) -> Result<()> {
+    let env_key = std::env::var(BLIND_KEY_ENV).ok();
+    if let Some(key) = blind_key(config, env_key.as_deref())? {
+        config.set_blind_key(&key);
+        tracing::info!(fields = config.blind_fields().len(), "blind key loaded");
+    }
+    Ok(())
+}
 
 /// The audit id of the key given with `--api-key` / `HBIDX_API_KEY`.
 pub const CLI_KEY_ID: &str = "cli";
@@ -32,4 +75,61 @@ pub fn serve_auth(config: &HbidxConfig, api_key: Option<&str>) -> Result<Auth> {
     }
     tracing::info!(keys = security.keys.len(), "API keys loaded");
     Ok(Auth::new(&security))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    fn blind_config(extra: &str) -> HbidxConfig {
+        let text = hbidx_schema::EXAMPLE_CONFIG.replace(
+            "column = \"info:idcard\"\n",
+            "column = \"info:idcard\"\nblind = true\n",
+        );
+        hbidx_schema::parse_config(&format!("{text}\n{extra}")).unwrap()
+    }
+
+    #[test]
+    fn no_key_is_refused_in_one_line_naming_the_fields() {
+        let config = blind_config("");
+        let err = blind_key(&config, None).unwrap_err().to_string();
+        assert!(
+            err.contains("user.idcard") && err.contains(BLIND_KEY_ENV),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        let err = blind_key(&config, Some("short")).unwrap_err().to_string();
+        assert!(!err.contains("short"), "the key is never echoed: {err}");
+    }
+
+    #[test]
+    fn the_key_reaches_blind_fields_only() {
+        let mut config = blind_config("");
+        let key = blind_key(&config, Some(KEY)).unwrap().unwrap();
+        config.set_blind_key(&key);
+        let table = config.table("user").unwrap();
+        assert!(table.field("idcard").unwrap().blind_key.is_some());
+        assert!(table.field("phone").unwrap().blind_key.is_none());
+        assert!(!format!("{config:?}").contains(KEY));
+        // Without blind fields no key is needed.
+        let plain = hbidx_schema::parse_config(hbidx_schema::EXAMPLE_CONFIG).unwrap();
+        assert!(blind_key(&plain, None).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_key_file_wins_over_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blind.key");
+        std::fs::write(&path, format!("{KEY}\n")).unwrap();
+        let config = blind_config(&format!(
+            "[security]\nblind_key_file = {:?}\n",
+            path.display().to_string()
+        ));
+        let from_file = blind_key(&config, None).unwrap().unwrap();
+        assert_eq!(from_file, BlindKey::new(KEY).unwrap());
+        let missing = blind_config("[security]\nblind_key_file = \"/nonexistent/blind.key\"\n");
+        assert!(blind_key(&missing, Some(KEY)).is_err());
+    }
 }

@@ -16,7 +16,9 @@ mod reindex;
 mod server;
 
 pub use http::{HttpServer, HttpThreads, allowed_cpus, default_threads, serve as serve_http};
-pub use keys::{CLI_KEY_ID, security_config, serve_auth};
+pub use keys::{
+    BLIND_KEY_ENV, CLI_KEY_ID, arm_blind_fields, blind_key, security_config, serve_auth,
+};
 pub use server::{
     Indexers, OpenedRows, Runtime, bind, gateway_options, open, open_rows, open_with_rows,
     start_gateway, writer_options,

@@ -147,7 +147,7 @@ fn open_or_rebuild_index(
     }
     let Some(store) = embedded else {
         anyhow::bail!(
-            "{} was built for another schema (the table's fields changed, or an older hbidx wrote it) and the rows are in HBase, so it is not rebuilt at start: move it aside (mv {dir} {dir}.outdated), start hbidx, then run `hbidx --config FILE reindex {table} --from-store` (or --from-kafka)",
+            "{} was built for another schema (the table's fields or blind key changed, or an older hbidx wrote it) and the rows are in HBase, so it is not rebuilt at start: move it aside (mv {dir} {dir}.outdated), start hbidx, then run `hbidx --config FILE reindex {table} --from-store` (or --from-kafka)",
             index_dir.display(),
             dir = index_dir.display(),
             table = table.name,

@@ -15,6 +15,8 @@ use crate::analysis::{GRAM, PINYIN, TAIL};
 pub(super) struct FieldHandles {
     pub(super) column: String,
     pub(super) kind: FieldKind,
+    /// The field's terms are keyed hashes (`analysis.rs`), kept as such in the row state.
+    pub(super) blind: bool,
     pub(super) exact: Field,
     pub(super) tail: Option<Field>,
     pub(super) gram: Option<Field>,
@@ -60,6 +62,16 @@ pub(super) fn build_schema(table: &TableConfig) -> (Schema, Fields) {
     let mut by_name = HashMap::new();
     for field in &table.fields {
         let name = &field.name;
+        if field.blind {
+            // An empty marker, like the covered columns': turning `blind` on or off, or
+            // changing the key, changes the schema, so the index is rebuilt rather than
+            // holding plaintext terms, or tags no lookup can find any more.
+            let key = field
+                .blind_key
+                .as_ref()
+                .map_or_else(|| "nokey".to_string(), |key| key.fingerprint());
+            builder.add_bytes_field(&format!("_blind.{name}.{key}"), BytesOptions::default());
+        }
         let exact = builder.add_text_field(name, raw_terms());
         let mut sub =
             |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), raw_terms()));
@@ -73,6 +85,7 @@ pub(super) fn build_schema(table: &TableConfig) -> (Schema, Fields) {
             FieldHandles {
                 column: field.column.clone(),
                 kind: field.kind,
+                blind: field.blind,
                 exact,
                 tail,
                 gram,

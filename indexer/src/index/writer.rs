@@ -235,8 +235,9 @@ impl TableIndexWriter {
         };
         let was_live = state.has_values();
         let table = &self.table;
+        let ops = crate::state::blind_ops(table, ops);
         let changed =
-            crate::state::apply_indexed(&mut state, ops, |column| table.keeps_column(column));
+            crate::state::apply_indexed(&mut state, &ops, |column| table.keeps_column(column));
         let mut outcome = ApplyOutcome {
             changed,
             ..ApplyOutcome::default()
@@ -290,6 +291,27 @@ impl TableIndexWriter {
             let Some(raw) = state.value(&handles.column) else {
                 continue;
             };
+            if handles.blind {
+                // The state holds the tags already (`state::blind_ops`).
+                if let Some((exact, tails)) = analysis::blind_terms(raw) {
+                    doc.add_text(handles.exact, exact);
+                    if let Some(field) = handles.tail {
+                        for tail in tails {
+                            doc.add_text(field, tail);
+                        }
+                    }
+                } else {
+                    invalid += 1;
+                    tracing::warn!(
+                        table = %self.table.name,
+                        rowkey_hash = %rowkey_ref(rowkey),
+                        field = %name,
+                        reason = "not a valid value of the field's kind",
+                        "blind value not indexed"
+                    );
+                }
+                continue;
+            }
             let raw = String::from_utf8_lossy(raw);
             match analysis::field_terms(handles.kind, &raw) {
                 Ok(terms) => {

@@ -26,7 +26,12 @@ pub(crate) async fn local_hits(
         .searcher
         .lookup(&query.conditions, query.limit, query.cursor.as_deref())?;
     let from_index = !query.index_only
-        && answered_by_index(&runtime.config, query.columns.as_deref(), query.consistency);
+        && answered_by_index(
+            &runtime.config,
+            query.has_blind_condition(),
+            query.columns.as_deref(),
+            query.consistency,
+        );
     let kept = if from_index && !page.rowkeys.is_empty() {
         Some(kept_rows(runtime, page.rowkeys.clone()).await?)
     } else {

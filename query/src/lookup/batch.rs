@@ -38,6 +38,7 @@ impl BatchPlan<'_> {
     ) -> bool {
         answered_by_index(
             &runtime.config,
+            self.field.blind,
             self.projection.as_deref(),
             request.consistency,
         ) || request.index_only
@@ -83,6 +84,17 @@ pub(crate) fn plan<'a>(
         Some(columns) => Some(parse_columns(table, "columns", &columns.join(","))?),
         None => None,
     };
+    // On a blind field every value would fail alike: the request is refused, naming the field.
+    if field.blind && mode != MatchMode::Exact {
+        return Err(ApiError::bad_request(
+            "match",
+            format!(
+                "match={} does not work on blind field \"{}\": its index holds keyed hashes of whole values, not the values, so only exact lookups work",
+                mode.as_str(),
+                field.name
+            ),
+        ));
+    }
     let field_mode = if field.kind == FieldKind::Name {
         mode
     } else {

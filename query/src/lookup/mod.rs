@@ -135,7 +135,12 @@ async fn lookup_rows(
             took_ms: took_ms(started),
         });
     }
-    if answered_by_index(table, query.columns.as_deref(), query.consistency) {
+    if answered_by_index(
+        table,
+        query.has_blind_condition(),
+        query.columns.as_deref(),
+        query.consistency,
+    ) {
         let kept = match shard_kept {
             Some(kept) => kept,
             None => kept_rows(runtime, page.rowkeys).await?,

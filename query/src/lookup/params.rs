@@ -73,6 +73,15 @@ pub(crate) struct RowsQuery {
     pub(crate) partial: bool,
 }
 
+impl RowsQuery {
+    /// Whether a condition is on a blind field (see `rows::answered_by_index`).
+    pub(crate) fn has_blind_condition(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|condition| condition.blind.is_some())
+    }
+}
+
 fn parse_bool(field: &str, value: &str) -> Result<bool, ApiError> {
     match value {
         "true" | "1" => Ok(true),
@@ -153,8 +162,9 @@ pub(crate) fn parse_rows_query(
     let conditions = field_values
         .into_iter()
         .map(|(param, field, suffix, raw)| {
-            // match= applies to name fields; other kinds are always exact.
-            let field_mode = if field.kind == FieldKind::Name {
+            // match= applies to name fields; other kinds are always exact. A blind field takes
+            // it too, so that prefix and partial are refused (400) rather than ignored.
+            let field_mode = if field.kind == FieldKind::Name || field.blind {
                 mode
             } else {
                 MatchMode::Exact

@@ -14,14 +14,18 @@ use super::response::{Consistency, RowOut, text};
 
 /// Whether a lookup asking for `columns` may be answered from the index: every requested
 /// column is one whose latest value the index keeps (a family alone is not: the index can't
-/// know which qualifiers the family has).
+/// know which qualifiers the family has). Never when a blind field is involved: the index
+/// keeps only keyed hashes of a blind column, which can neither be returned nor re-checked
+/// against the lookup (`blind_condition`: a condition is on a blind field).
 pub(crate) fn answered_by_index(
     table: &TableConfig,
+    blind_condition: bool,
     columns: Option<&[String]>,
     consistency: Consistency,
 ) -> bool {
     consistency == Consistency::Index
-        && columns.is_some_and(|columns| columns.iter().all(|column| table.keeps_column(column)))
+        && !blind_condition
+        && columns.is_some_and(|columns| columns.iter().all(|column| table.answers_column(column)))
 }
 
 /// A row as the index keeps it: the visible values of its indexed and covered columns.

@@ -63,6 +63,15 @@ pub(crate) enum TableError {
         field: String,
         reason: String,
     },
+    /// A problem with one key of an indexed field (`tables[0].fields[1].blind`).
+    #[error("table {table:?}: field {field:?}: {key}: {reason}")]
+    FieldKey {
+        table: String,
+        index: usize,
+        field: String,
+        key: &'static str,
+        reason: String,
+    },
     /// A `covered` column problem.
     #[error("table {table:?}: covered {column:?}: {reason}")]
     Covered {
@@ -91,6 +100,7 @@ impl TableError {
             TableError::Table { .. } => table,
             TableError::Family { index, .. } => format!("{table}.families[{index}]"),
             TableError::Field { index, .. } => format!("{table}.fields[{index}]"),
+            TableError::FieldKey { index, key, .. } => format!("{table}.fields[{index}].{key}"),
             TableError::Covered { index, .. } => format!("{table}.covered[{index}]"),
             TableError::Splits { .. } | TableError::Split(_) => format!("{table}.splits"),
             TableError::Rowkey(CodecError::InvalidDesign { part, .. }) => {

@@ -100,6 +100,30 @@ impl HbidxConfig {
             .find(|table| table.name == name || table.full_name() == name)
     }
 
+    /// `table.field` of every blind field, for messages.
+    pub fn blind_fields(&self) -> Vec<String> {
+        self.tables
+            .iter()
+            .flat_map(|table| {
+                table
+                    .fields
+                    .iter()
+                    .filter(|field| field.blind)
+                    .map(move |field| format!("{}.{}", table.name, field.name))
+            })
+            .collect()
+    }
+
+    /// Gives every blind field its key. The key is read by the caller (`HBIDX_BLIND_KEY` or
+    /// `[security] blind_key_file`): the builder does no IO.
+    pub fn set_blind_key(&mut self, key: &crate::BlindKey) {
+        for field in self.tables.iter_mut().flat_map(|table| &mut table.fields) {
+            if field.blind {
+                field.blind_key = Some(key.clone());
+            }
+        }
+    }
+
     /// The Kafka source feeding `table`, if one does.
     pub fn source_for(&self, table: &str) -> Option<&KafkaSourceConfig> {
         self.sources.iter().find(|source| source.table == table)

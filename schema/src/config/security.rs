@@ -11,6 +11,9 @@
 //! rate_limit = { per_second = 50, burst = 100 }    # this key's own limit (optional)
 //! ```
 //!
+//! `blind_key_file = "/run/secrets/hbidx-blind-key"` names the file holding the key of blind
+//! fields (`blind = true`); without it the key is the `HBIDX_BLIND_KEY` environment variable.
+//!
 //! Keys are kept as SHA-256 digests, never as themselves; why, and how presented keys are
 //! checked, is in the query crate's `auth` module, which enforces this section.
 
@@ -59,6 +62,7 @@ pub(crate) struct RawSecurity {
     #[serde(default)]
     keys: Vec<RawKey>,
     rate_limit: Option<RawRateLimit>,
+    blind_key_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +135,9 @@ pub struct SecurityConfig {
     pub keys: Vec<KeyConfig>,
     /// The limit of keys that don't set their own; `None`: unlimited.
     pub default_rate_limit: Option<RateLimit>,
+    /// A file holding the key of blind fields (`blind = true`); without it the key is
+    /// `HBIDX_BLIND_KEY`. Only the path: the serve layer reads the file.
+    pub blind_key_file: Option<String>,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -193,9 +200,16 @@ impl SecurityConfig {
                 rate_limit,
             });
         }
+        if raw.blind_key_file.as_deref().is_some_and(str::is_empty) {
+            return Err(ConfigError::invalid(
+                "security.blind_key_file",
+                "is empty; name the file holding the blind key, or leave the key out",
+            ));
+        }
         Ok(Self {
             keys,
             default_rate_limit,
+            blind_key_file: raw.blind_key_file,
         })
     }
 

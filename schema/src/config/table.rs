@@ -1,6 +1,7 @@
 //! One `[[tables]]` entry, validated: the HBase table (namespace, families), its rowkey design,
 //! the indexed fields, covered columns and pre-splits. Built by `validate_table`.
 
+use crate::blind::BlindKey;
 use crate::codec::RowkeyCodec;
 use crate::model::split_column;
 use crate::normalize::{
@@ -57,6 +58,24 @@ impl TableConfig {
     /// Whether the index keeps `column`'s latest value (an indexed or covered column).
     pub fn keeps_column(&self, column: &str) -> bool {
         self.kept_columns().any(|kept| kept == column)
+    }
+
+    /// Whether a lookup may return `column`'s value from the index: a kept column that is not
+    /// blind (the index keeps only keyed hashes of a blind column's value).
+    pub fn answers_column(&self, column: &str) -> bool {
+        self.keeps_column(column) && self.blind_field_of(column).is_none()
+    }
+
+    /// The blind field indexing `column`, if one does.
+    pub fn blind_field_of(&self, column: &str) -> Option<&IndexedField> {
+        self.fields
+            .iter()
+            .find(|field| field.blind && field.column == column)
+    }
+
+    /// Whether any indexed field is blind.
+    pub fn has_blind_fields(&self) -> bool {
+        self.fields.iter().any(|field| field.blind)
     }
 
     /// Indexed fields of one kind, in config order.
@@ -258,6 +277,12 @@ pub struct IndexedField {
     pub column: String,
     /// Shortest phone suffix a lookup may search by (3..=8); only meaningful for phone fields.
     pub phone_suffix_min: usize,
+    /// `blind = true`: the index holds keyed hashes of the value instead of the value (phone,
+    /// idcard and keyword fields). Exact and phone suffix lookups only.
+    pub blind: bool,
+    /// The key of a blind field, set after validation by whoever read it
+    /// ([`crate::HbidxConfig::set_blind_key`]); `None` for other fields.
+    pub blind_key: Option<BlindKey>,
 }
 
 impl IndexedField {

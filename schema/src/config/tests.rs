@@ -653,3 +653,67 @@ fn cluster_errors_name_their_key() {
         .unwrap_err();
     assert!(err.to_string().starts_with("cluster.replica: "), "{err}");
 }
+
+#[test]
+fn blind_fields_are_phone_idcard_or_keyword_and_name_their_key_when_refused() {
+    let config = user_with(
+        "column = \"info:idcard\"\n",
+        "column = \"info:idcard\"\nblind = true\n",
+    )
+    .unwrap();
+    let user = config.table("user").unwrap();
+    assert!(user.field("idcard").unwrap().blind);
+    assert!(!user.field("phone").unwrap().blind);
+    assert!(user.has_blind_fields());
+    assert_eq!(config.blind_fields(), ["user.idcard"]);
+    // Kept (the index keeps its tags), but never answered from the index.
+    assert!(user.keeps_column("info:idcard") && !user.answers_column("info:idcard"));
+    assert!(user.answers_column("info:phone"));
+    assert!(user.field("idcard").unwrap().blind_key.is_none());
+
+    let mut armed = config.clone();
+    armed.set_blind_key(&crate::BlindKey::new("0123456789abcdef0123456789abcdef").unwrap());
+    let user = armed.table("user").unwrap();
+    assert!(user.field("idcard").unwrap().blind_key.is_some());
+    assert!(user.field("phone").unwrap().blind_key.is_none());
+
+    for kind in ["phone", "keyword"] {
+        let text = USER.replacen(
+            "kind = \"idcard\"\n",
+            &format!("kind = \"{kind}\"\nblind = true\n"),
+            1,
+        );
+        assert!(parse_config(&text).is_ok(), "{kind}");
+    }
+    let err = user_with(
+        "kind = \"idcard\"\ncolumn = \"info:idcard\"\n",
+        "kind = \"name\"\ncolumn = \"info:idcard\"\nblind = true\n",
+    )
+    .unwrap_err();
+    assert_eq!(err.path(), "tables[0].fields[1].blind");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("tables[0].fields[1].blind: table \"user\": field \"idcard\": blind: name fields can't be blind"),
+        "{text}"
+    );
+    let err = user_with(
+        "column = \"info:idcard\"\n",
+        "column = \"info:idcard\"\nblind = 1\n",
+    )
+    .unwrap_err();
+    assert!(err.path().contains("blind"), "{err}");
+}
+
+#[test]
+fn blind_key_file_is_a_path_or_absent() {
+    let config = parse_config(&format!(
+        "{USER}\n[security]\nblind_key_file = \"/run/secrets/blind\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.security.blind_key_file.as_deref(),
+        Some("/run/secrets/blind")
+    );
+    let err = parse_config(&format!("{USER}\n[security]\nblind_key_file = \"\"\n")).unwrap_err();
+    assert_eq!(err.path(), "security.blind_key_file");
+}

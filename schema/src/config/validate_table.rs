@@ -70,6 +70,7 @@ pub(crate) struct RawField {
     kind: Option<String>,
     column: Option<String>,
     phone_suffix_min: Option<i64>,
+    blind: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -582,11 +583,28 @@ fn validate_field(
             )));
         }
     };
+    let blind = raw.blind.unwrap_or(false);
+    if blind && kind == FieldKind::Name {
+        // Name lookups are prefix, substring and pinyin matches: none of them works on keyed
+        // hashes of whole values.
+        return Err(TableError::FieldKey {
+            table: table.to_owned(),
+            index,
+            field: name,
+            key: "blind",
+            reason: "name fields can't be blind: their prefix, partial and pinyin lookups need \
+                     the name itself in the index; blind = true is for phone, idcard and \
+                     keyword fields"
+                .into(),
+        });
+    }
     Ok(IndexedField {
         name,
         kind,
         column,
         phone_suffix_min,
+        blind,
+        blind_key: None,
     })
 }
 
