@@ -136,6 +136,7 @@ pub(crate) async fn batch_hits(
     responses(
         (status = 200, description = "Taken (and indexed, with wait=indexed)", body = Applied),
         (status = 400, description = "A mutation is of another table or outside this shard", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
         (status = 504, description = "Not indexed within the wait limit", body = crate::ErrorResponse),
     )
 )]
