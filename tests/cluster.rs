@@ -18,18 +18,10 @@ use hbidx_bench::people::{PeopleGen, Person};
 use pinyin::ToPinyin;
 use serde_json::{Value, json};
 use util::kafka::{Producer, create_topic, json_source, unique_topic};
-use util::{Server, eventually, get, post, put};
+use util::{Server, eventually, free_port, get, post, put, start_hbase_standin};
 
 /// Rows in HBase and events in the topic.
 const ROWS: usize = 1500;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn example() -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/hbidx.toml"))
@@ -225,17 +217,7 @@ fn batches(people: &[Person]) -> Vec<Value> {
 fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
     let dir = tempfile::tempdir().unwrap();
     let thrift = format!("127.0.0.1:{}", free_port());
-    let standin_config = dir.path().join("standin.toml");
-    std::fs::write(
-        &standin_config,
-        format!("{}\n[server]\nthrift_hbase_version = 1\n", example()),
-    )
-    .unwrap();
-    let hbase = Server::start(
-        &["--config", standin_config.to_str().unwrap(), "serve"],
-        &dir.path().join("hbase"),
-        &["--thrift-listen", &thrift],
-    );
+    let hbase = start_hbase_standin(dir.path(), &example(), &dir.path().join("hbase"), &thrift);
 
     // The rows, in "HBase" and as events in the topic.
     let people: Vec<Person> = PeopleGen::new(25).take(ROWS).collect();

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use util::{Server, eventually, get, keys, post, put};
+use util::{Server, eventually, free_port, get, keys, post, put};
 
 fn phone(i: usize) -> String {
     format!("139{:08}", 10_000_000 + i)
@@ -39,14 +39,6 @@ fn config(dir: &Path, thrift: Option<&str>) -> String {
 
 fn lookup(server: &Server, query: &str) -> (u16, Value) {
     get(&server.url(&format!("/v1/tables/user/rows?{query}")))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

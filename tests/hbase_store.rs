@@ -15,16 +15,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use util::{Server, cli, eventually, get, get_text, keys, post, put, report_count};
-
-/// A free TCP port on loopback (for a gateway that must come back on the same address).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use util::{
+    Server, cli, eventually, free_port, get, get_text, keys, post, put, report_count,
+    start_hbase_standin,
+};
 
 fn phone(i: usize) -> String {
     format!("139{:08}", 10_000_000 + i)
@@ -48,29 +42,13 @@ fn hbase_config(dir: &Path, thrift: &str, namespace: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// The config of the "HBase" stand-in: the example tables, answering like HBase 1.x.
-fn standin_config(dir: &Path) -> String {
+/// Starts the "HBase" stand-in with the example tables on `thrift`, its data in `data_dir`.
+fn start_standin(dir: &Path, data_dir: &Path, thrift: &str) -> Server {
     let example = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/hbidx.toml"),
     )
     .unwrap();
-    let path = dir.join("standin.toml");
-    std::fs::write(
-        &path,
-        format!("{example}\n[server]\nthrift_hbase_version = 1\n"),
-    )
-    .unwrap();
-    path.to_string_lossy().into_owned()
-}
-
-/// Starts the "HBase" stand-in on `thrift` with its data in `data_dir`.
-fn start_standin(dir: &Path, data_dir: &Path, thrift: &str) -> Server {
-    let config = standin_config(dir);
-    Server::start(
-        &["--config", &config, "serve"],
-        data_dir,
-        &["--thrift-listen", thrift],
-    )
+    start_hbase_standin(dir, &example, data_dir, thrift)
 }
 
 fn lookup(server: &Server, query: &str) -> (u16, Value) {
@@ -486,16 +464,11 @@ fn a_shard_indexes_only_its_rows_from_kafka_and_from_the_store() {
 
     let dir = tempfile::tempdir().unwrap();
     let thrift = format!("127.0.0.1:{}", free_port());
-    let standin = dir.path().join("standin.toml");
-    std::fs::write(
-        &standin,
-        format!("{}\n[server]\nthrift_hbase_version = 1\n", two_tables()),
-    )
-    .unwrap();
-    let hbase = Server::start(
-        &["--config", standin.to_str().unwrap(), "serve"],
+    let hbase = start_hbase_standin(
+        dir.path(),
+        &two_tables(),
         &dir.path().join("hbase"),
-        &["--thrift-listen", &thrift],
+        &thrift,
     );
 
     let proxy_topic = unique_topic("shard-proxy");

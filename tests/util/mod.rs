@@ -284,6 +284,33 @@ pub fn keys(body: &Value) -> Vec<String> {
     keys
 }
 
+/// A free TCP port on loopback, for an address a config must name before its server starts (a
+/// tier's replicas, a Thrift gateway that must come back on the same address).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts the "HBase" stand-in: an hbidx serving HBase's Thrift1 API on `thrift`, answering
+/// like HBase 1.x (`thrift_hbase_version = 1`), over its embedded store in `data_dir`, with the
+/// tables of the config text `tables`. Its config file goes in `dir`.
+pub fn start_hbase_standin(dir: &Path, tables: &str, data_dir: &Path, thrift: &str) -> Server {
+    let config = dir.join("standin.toml");
+    std::fs::write(
+        &config,
+        format!("{tables}\n[server]\nthrift_hbase_version = 1\n"),
+    )
+    .unwrap();
+    Server::start(
+        &["--config", &config.to_string_lossy(), "serve"],
+        data_dir,
+        &["--thrift-listen", thrift],
+    )
+}
+
 /// Runs the `hbidx` CLI with [`TEST_API_KEY`] in its environment: exit code, stdout + stderr.
 pub fn cli(args: &[&str]) -> (i32, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
