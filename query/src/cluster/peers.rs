@@ -154,12 +154,10 @@ impl Peers {
     }
 
     /// Calls one ready replica of `shard` after another (starting at a rotating one) until
-    /// one answers 200; a replica that fails is marked not ready. `timeout` overrides the
-    /// per-call timeout (a forwarded write that waits for its index).
+    /// one answers 200; a replica that fails is marked not ready.
     async fn call<T: DeserializeOwned>(
         &self,
         shard: usize,
-        timeout: Option<Duration>,
         build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
     ) -> Result<T, ApiError> {
         let replicas = self.replicas.get(shard).ok_or_else(|| {
@@ -178,10 +176,7 @@ impl Peers {
                 continue;
             }
             let started = Instant::now();
-            let mut request = self.request(build(&self.client, &replica.url));
-            if let Some(timeout) = timeout {
-                request = request.timeout(timeout);
-            }
+            let request = self.request(build(&self.client, &replica.url));
             let outcome = match request.send().await {
                 Ok(response) if response.status().is_success() => {
                     response.json::<T>().await.map_err(|err| err.to_string())
@@ -231,7 +226,7 @@ impl Peers {
         pairs: &[(String, String)],
     ) -> Result<ShardHits, ApiError> {
         let path = format!("/v1/internal/tables/{}/hits", encode(table));
-        self.call(shard, None, |client, url| {
+        self.call(shard, |client, url| {
             client.get(format!("{url}{path}")).query(pairs)
         })
         .await
@@ -245,7 +240,7 @@ impl Peers {
         request: &crate::lookup::BatchLookupRequest,
     ) -> Result<BatchShardHits, ApiError> {
         let path = format!("/v1/internal/tables/{}/batch-hits", encode(table));
-        self.call(shard, None, |client, url| {
+        self.call(shard, |client, url| {
             client.post(format!("{url}{path}")).json(request)
         })
         .await
@@ -314,7 +309,7 @@ impl Peers {
             rowkeys: rowkeys.to_vec(),
         };
         let _: serde_json::Value = self
-            .call(shard, None, |client, url| {
+            .call(shard, |client, url| {
                 client.post(format!("{url}{path}")).json(&body)
             })
             .await?;
