@@ -187,6 +187,20 @@ struct Written {
     forward_error: Option<String>,
 }
 
+/// Whether the index commit covering repair-queue `ticket` (a write applied through the queue)
+/// happens within `limit`.
+pub(crate) async fn ticket_indexed(
+    runtime: &TableRuntime,
+    ticket: u64,
+    limit: std::time::Duration,
+) -> bool {
+    let mut committed = runtime.stats.repairs.committed_tickets();
+    matches!(
+        tokio::time::timeout(limit, committed.wait_for(|at| *at >= ticket)).await,
+        Ok(Ok(_))
+    )
+}
+
 async fn wait_indexed(
     state: &SharedState,
     runtime: &TableRuntime,
@@ -214,10 +228,9 @@ async fn wait_indexed(
                 detail: "in HBase, but this instance's indexer has too many queued changes to take it now; HBase replication or the next verify brings it into the index".to_owned(),
             });
         };
-        let mut committed = runtime.stats.repairs.committed_tickets();
-        return match tokio::time::timeout(limit, committed.wait_for(|at| *at >= ticket)).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(timed_out("in HBase".to_owned())),
+        return match ticket_indexed(runtime, ticket, limit).await {
+            true => Ok(()),
+            false => Err(timed_out("in HBase".to_owned())),
         };
     }
     let landed = &written.landed;

@@ -176,18 +176,14 @@ pub(crate) async fn apply(
         }
     }
     if let (true, Some(ticket)) = (wait, ticket) {
-        let mut committed = runtime.stats.repairs.committed_tickets();
         let limit = state.limits.index_wait;
-        match tokio::time::timeout(limit, committed.wait_for(|at| *at >= ticket)).await {
-            Ok(Ok(_)) => {}
-            _ => {
-                return Err(ApiError::IndexWaitTimeout {
-                    detail: format!(
-                        "in HBase, but was not searchable in this shard within {} ms",
-                        limit.as_millis()
-                    ),
-                });
-            }
+        if !crate::write::ticket_indexed(runtime, ticket, limit).await {
+            return Err(ApiError::IndexWaitTimeout {
+                detail: format!(
+                    "in HBase, but was not searchable in this shard within {} ms",
+                    limit.as_millis()
+                ),
+            });
         }
     }
     Ok(Json(Applied { indexed: wait }))
