@@ -168,6 +168,34 @@ fn write_then_find_by_every_field_kind_update_delete_and_restart() {
     assert!(keys(&get(&format!("{rows}?idcard={id2}")).1).is_empty());
     assert_eq!(get(&format!("{rows}/u2")).0, 404);
 
+    // A delete at a timestamp (HBase's deleteAllRowTs) masks only the cells up to it: the
+    // phone written after it stays, the name written before it goes.
+    for (cells, ts) in [
+        (json!({"info:name": "王五"}), 1_000),
+        (json!({"info:phone": "13700000001"}), 3_000),
+    ] {
+        let (status, body) = put(
+            &format!("{rows}/u4?wait=indexed"),
+            &json!({"cells": cells, "ts": ts}),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = delete(&format!("{rows}/u4?ts=2000&wait=indexed"));
+    assert_eq!(status, 200, "{body}");
+    let (_, found) = get(&format!("{rows}?phone=13700000001"));
+    assert_eq!(keys(&found), vec!["u4"]);
+    assert_eq!(
+        found["rows"][0]["cells"]["info:name"],
+        Value::Null,
+        "{found}"
+    );
+    let (status, body) = delete(&format!("{rows}/u4?ts=soon"));
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("ts")),
+        "{body}"
+    );
+
     // Restart on the same data dir: everything is still there.
     server.stop();
     let server = serve(dir.path());

@@ -122,6 +122,40 @@ pub(crate) fn wants_indexed(pairs: &[(String, String)]) -> Result<bool, ApiError
     Ok(wait)
 }
 
+/// A delete's `?wait=` and `?ts=` (HBase's `deleteAllRowTs`: the delete covers cells with a
+/// timestamp up to `ts`, now by default).
+fn delete_params(pairs: &[(String, String)]) -> Result<(bool, i64), ApiError> {
+    let (ts_pairs, rest): (Vec<_>, Vec<_>) = pairs.iter().cloned().partition(|(n, _)| n == "ts");
+    let wait = wants_indexed(&rest)?;
+    let now = now_ms();
+    let ts = match ts_pairs.as_slice() {
+        [] => now,
+        [(_, value)] => check_ts(
+            value.parse::<i64>().map_err(|_| {
+                ApiError::bad_request("ts", "must be an integer (ms since the epoch)")
+            })?,
+            now,
+        )?,
+        _ => return Err(ApiError::bad_request("ts", "give it once")),
+    };
+    Ok((wait, ts))
+}
+
+/// A write's cell timestamp: not negative and at most [`MAX_FUTURE_TS_MS`] ahead of `now`.
+fn check_ts(ts: i64, now: i64) -> Result<i64, ApiError> {
+    if ts < 0 {
+        return Err(ApiError::bad_request("ts", "must not be negative"));
+    }
+    if ts > now.saturating_add(MAX_FUTURE_TS_MS) {
+        return Err(ApiError::bad_request(
+            "ts",
+            "is more than a day ahead of this server's clock: a delete without a timestamp (which \
+             takes the current time) would not remove such cells, as in HBase",
+        ));
+    }
+    Ok(ts)
+}
+
 /// The rowkey of `key`. For designs with a random salt the rowkey can't be computed, so the
 /// existing row is looked for among every candidate first, and a new random one is drawn only
 /// when none exists.
@@ -387,17 +421,7 @@ pub async fn put_row(
         return Err(ApiError::bad_request("cells", "give at least one cell"));
     }
     let now = now_ms();
-    let ts = body.ts.unwrap_or(now);
-    if ts < 0 {
-        return Err(ApiError::bad_request("ts", "must not be negative"));
-    }
-    if ts > now.saturating_add(MAX_FUTURE_TS_MS) {
-        return Err(ApiError::bad_request(
-            "ts",
-            "is more than a day ahead of this server's clock: a delete without a timestamp (which \
-             takes the current time) would not remove such cells, as in HBase",
-        ));
-    }
+    let ts = check_ts(body.ts.unwrap_or(now), now)?;
     let mut ops = Vec::with_capacity(body.cells.len());
     for (column, value) in body.cells {
         let field_name = format!("cells.{column}");
@@ -468,6 +492,7 @@ pub async fn put_row(
         ("table" = String, Path, description = "Table name"),
         ("key" = String, Path, description = "The row's natural key", example = "u00000001"),
         WriteParams,
+        ("ts" = Option<i64>, Query, description = "Delete the cells with a timestamp up to this (ms since the epoch; HBase's `deleteAllRowTs`); now by default. At most a day ahead of the server's clock", minimum = 0),
     ),
     security(("api_key" = ["write"])),
     responses(
@@ -484,12 +509,11 @@ pub async fn delete_row(
     QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<WriteResponse>, ApiError> {
     let started = Instant::now();
-    let wait = wants_indexed(&pairs)?;
+    let (wait, ts) = delete_params(&pairs)?;
     let runtime = state.table(&table_name)?;
     let table = runtime.config.clone();
     let codec = &table.rowkey;
     let rowkeys = existing_rowkeys(codec, &key)?;
-    let ts = now_ms();
     let mutations: Vec<Mutation> = rowkeys
         .iter()
         .map(|rowkey| Mutation {
