@@ -31,4 +31,56 @@ pub enum IndexerError {
     InvalidCondition { field: String, reason: String },
 }
 
+impl IndexerError {
+    /// Whether the index volume ran out of space (or over its quota). tantivy keeps its IO
+    /// errors outside the `source()` chain, so its variants are looked into here.
+    pub fn is_storage_full(&self) -> bool {
+        use tantivy::TantivyError;
+        use tantivy::directory::error::{OpenDirectoryError, OpenWriteError};
+        let IndexerError::Tantivy(error) = self else {
+            return hbidx_store::is_storage_full(self);
+        };
+        let io = match error {
+            TantivyError::IoError(io)
+            | TantivyError::OpenWriteError(OpenWriteError::IoError { io_error: io, .. })
+            | TantivyError::OpenDirectoryError(OpenDirectoryError::IoError {
+                io_error: io, ..
+            }) => Some(io),
+            _ => None,
+        };
+        io.is_some_and(|io| hbidx_store::is_storage_full_io(io))
+            || hbidx_store::is_storage_full(error)
+    }
+}
+
 pub type Result<T, E = IndexerError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tantivy::TantivyError;
+    use tantivy::directory::error::OpenWriteError;
+
+    use super::*;
+
+    #[test]
+    fn storage_full_is_found_in_tantivy_errors() {
+        let enospc = || Arc::new(std::io::Error::from_raw_os_error(28));
+        let io = IndexerError::Tantivy(TantivyError::IoError(enospc()));
+        assert!(io.is_storage_full());
+        let open = IndexerError::Tantivy(TantivyError::OpenWriteError(OpenWriteError::IoError {
+            io_error: enospc(),
+            filepath: "x.idx".into(),
+        }));
+        assert!(open.is_storage_full());
+
+        let eio = IndexerError::Tantivy(TantivyError::IoError(Arc::new(
+            std::io::Error::from_raw_os_error(5),
+        )));
+        assert!(!eio.is_storage_full());
+        // A writer that lost its thread says only that; the loop keeps the episode instead.
+        let killed = IndexerError::Tantivy(TantivyError::ErrorInThread("killed".into()));
+        assert!(!killed.is_storage_full());
+    }
+}

@@ -22,7 +22,7 @@ pub struct ErrorBody {
     /// Stable machine-readable code: `bad_request`, `not_found`, `unauthorized`, `forbidden`,
     /// `rate_limited`, `conflict`, `payload_too_large`, `request_timeout`, `index_wait_timeout`,
     /// `store_unavailable`, `log_unavailable`, `store_table_missing`, `store_rejected`,
-    /// `not_ready`, `shard_unavailable`, `internal`.
+    /// `not_ready`, `shard_unavailable`, `insufficient_storage`, `internal`.
     #[schema(example = "bad_request")]
     pub code: &'static str,
     /// What is wrong, for people. Server errors say only to see the server log.
@@ -52,6 +52,12 @@ pub enum ApiError {
     /// searchable yet.
     #[error("the write was stored {detail}")]
     IndexWaitTimeout { detail: String },
+    /// `?wait=indexed`: the write was stored, but this instance's index volume is full, so the
+    /// indexer is paused; it catches up by itself once space is freed.
+    #[error(
+        "the write was stored {detail}, but this instance's index volume is full: indexing is paused, and the write is indexed by itself once space is freed on the data volume"
+    )]
+    IndexFull { detail: String },
     /// The row store can't be reached right now.
     #[error("row store unavailable: {0}")]
     StoreUnavailable(String),
@@ -141,6 +147,16 @@ impl ApiError {
             ApiError::IndexWaitTimeout { .. } => {
                 (StatusCode::GATEWAY_TIMEOUT, "index_wait_timeout", None)
             }
+            // The volume is full: the message says what was written and what to do.
+            ApiError::IndexFull { .. } | ApiError::Store(StoreError::StorageFull { .. }) => (
+                StatusCode::INSUFFICIENT_STORAGE,
+                "insufficient_storage",
+                None,
+            ),
+            // Writes stay refused until a restart; the message says so.
+            ApiError::Store(StoreError::WritesHalted { .. }) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None)
+            }
             ApiError::StoreUnavailable(_) | ApiError::Store(StoreError::Unavailable(_)) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", None)
             }
@@ -182,6 +198,7 @@ impl IntoResponse for ApiError {
         let message = if status.is_server_error()
             && status != StatusCode::SERVICE_UNAVAILABLE
             && status != StatusCode::GATEWAY_TIMEOUT
+            && status != StatusCode::INSUFFICIENT_STORAGE
         {
             tracing::error!(error = %self, "request failed");
             "internal error; see the server log".to_string()

@@ -409,6 +409,9 @@ pub struct TableIndexerStatus {
     pub errors: u64,
     /// Milliseconds since the epoch of the last commit (0: none yet).
     pub last_commit_ms: u64,
+    /// The index volume is full: the last commit failed for lack of space, and indexing is
+    /// paused (retried every few seconds) until space is freed.
+    pub storage_full: bool,
     pub partitions: Vec<hbidx_indexer::PartitionStatus>,
     pub dead_letters: u64,
     /// With `[cluster]`: events and repairs for other shards' rows, not indexed here.
@@ -479,6 +482,7 @@ async fn indexer_status(
                 invalid_values: stats.invalid_values.load(Ordering::Relaxed),
                 errors: stats.errors.load(Ordering::Relaxed),
                 last_commit_ms: stats.last_commit_ms.load(Ordering::Relaxed),
+                storage_full: stats.storage_full.load(Ordering::Relaxed),
                 dead_letters: partitions.iter().map(|p| p.dead_letters).sum(),
                 foreign_skipped: stats.foreign_skipped.load(Ordering::Relaxed)
                     + partitions.iter().map(|p| p.foreign_skipped).sum::<u64>(),

@@ -235,7 +235,43 @@ pub(crate) async fn ticket_indexed(
     )
 }
 
+/// Returns once the table's indexer has failed for lack of space on its volume after this
+/// call started: an attempt that included the write, or came after it, failed, so waiting on
+/// only ends in a timeout. A flag left from before (a full volume with nothing to commit since)
+/// is not enough.
+async fn index_volume_full(runtime: &TableRuntime) {
+    let stats = &runtime.stats;
+    let seen = stats.storage_full_failures.load(Ordering::Relaxed);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if stats.storage_full.load(Ordering::Relaxed)
+            && stats.storage_full_failures.load(Ordering::Relaxed) > seen
+        {
+            return;
+        }
+    }
+}
+
 async fn wait_indexed(
+    state: &SharedState,
+    runtime: &TableRuntime,
+    written: &Written,
+) -> Result<(), ApiError> {
+    let at = if written.hbase {
+        "in HBase".to_owned()
+    } else {
+        format!(
+            "(offset {})",
+            written.landed.last().map_or(0, |(_, _, offset)| *offset)
+        )
+    };
+    tokio::select! {
+        waited = wait_indexed_or_timeout(state, runtime, written) => waited,
+        () = index_volume_full(runtime) => Err(ApiError::IndexFull { detail: at }),
+    }
+}
+
+async fn wait_indexed_or_timeout(
     state: &SharedState,
     runtime: &TableRuntime,
     written: &Written,
@@ -405,6 +441,7 @@ async fn write_through(
         (status = 413, description = "The body is over the size limit", body = crate::ErrorResponse),
         (status = 503, description = "The store or the table's topic can't be reached; nothing was written", body = crate::ErrorResponse),
         (status = 504, description = "Written, but not indexed within the wait limit", body = crate::ErrorResponse),
+        (status = 507, description = "`insufficient_storage`: the data volume is full. Either nothing was written (the row store's volume), or the write was stored but the index volume is full (`wait=indexed`); the message says which", body = crate::ErrorResponse),
     )
 )]
 pub async fn put_row(
@@ -501,6 +538,7 @@ pub async fn put_row(
         (status = 404, description = "No such table", body = crate::ErrorResponse),
         (status = 503, description = "The store or the table's topic can't be reached; nothing was written", body = crate::ErrorResponse),
         (status = 504, description = "Deleted, but not indexed within the wait limit", body = crate::ErrorResponse),
+        (status = 507, description = "`insufficient_storage`: the data volume is full. Either nothing was written (the row store's volume), or the delete was stored but the index volume is full (`wait=indexed`); the message says which", body = crate::ErrorResponse),
     )
 )]
 pub async fn delete_row(

@@ -94,6 +94,56 @@ pub enum StoreError {
     /// `IllegalArgument`). The message is the server's.
     #[error("store rejected the call: {0}")]
     Rejected(String),
+
+    /// The data volume is out of space (or over its quota), so the write was not stored. The
+    /// embedded store takes no more writes until it is restarted: fjall refuses every write
+    /// after a failed journal write, since it can't know what of that write reached the disk.
+    #[error(
+        "the data volume is full ({cause}); nothing was written, and the row store takes no writes until hbidx is restarted with space freed on the data volume"
+    )]
+    StorageFull {
+        /// The IO error that ran out of space, as the OS said it.
+        cause: String,
+    },
+
+    /// The embedded store stopped taking writes after a write failed for another reason than a
+    /// full volume (fjall refuses every write after a failed journal write); reads still work.
+    #[error(
+        "the row store takes no writes after a failed write ({cause}); restart hbidx once the data volume is healthy"
+    )]
+    WritesHalted {
+        /// The error of the write that failed.
+        cause: String,
+    },
+}
+
+/// Whether `error`, or any error in its `source()` chain, is an IO error saying the volume is
+/// full: `ENOSPC` or an exceeded quota (`EDQUOT`).
+pub fn is_storage_full(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && is_storage_full_io(io)
+        {
+            return true;
+        }
+        // Libraries that clone their errors (tantivy) keep the IO error behind an `Arc`.
+        if let Some(io) = error.downcast_ref::<std::sync::Arc<std::io::Error>>()
+            && is_storage_full_io(io)
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// [`is_storage_full`] for one IO error.
+pub fn is_storage_full_io(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl From<fjall::Error> for StoreError {
@@ -108,4 +158,29 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// Renders a binary key for error messages: printable ASCII as is, everything else `\xNN`.
 pub(crate) fn escape_key(key: &[u8]) -> String {
     key.escape_ascii().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error, ErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn storage_full_is_found_through_wrappers() {
+        let enospc = || Error::from_raw_os_error(28);
+        assert!(is_storage_full(&enospc()));
+        // fjall's journal write, as the store sees it.
+        assert!(is_storage_full(&fjall::Error::Io(enospc())));
+        // An error that keeps the IO error as its source.
+        let wrapped = StoreError::Storage(Box::new(fjall::Error::Io(enospc())));
+        assert!(is_storage_full(&wrapped));
+        // Behind an `Arc`, with a path around it (tantivy, tempfile).
+        let arc = std::sync::Arc::new(Error::new(ErrorKind::StorageFull, "at path x"));
+        assert!(is_storage_full(&arc));
+        assert!(is_storage_full(&Error::from_raw_os_error(122))); // EDQUOT
+
+        assert!(!is_storage_full(&Error::from_raw_os_error(5))); // EIO
+        assert!(!is_storage_full(&fjall::Error::Poisoned));
+    }
 }

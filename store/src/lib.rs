@@ -37,7 +37,7 @@ pub use clock::now_ms;
 pub use embedded::{
     EmbeddedStore, EmbeddedStoreOptions, StoreMemory, TableInfo, TableOrigin, TableSpec,
 };
-pub use error::{Result, StoreError};
+pub use error::{Result, StoreError, is_storage_full, is_storage_full_io};
 pub use hbase::HbaseStore;
 pub use hbidx_schema::config::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use metered::MeteredStore;

@@ -114,7 +114,7 @@ impl RowStore for MeteredStore {
 
 impl StoreError {
     /// Every value [`StoreError::kind`] returns.
-    pub const KINDS: [&'static str; 13] = [
+    pub const KINDS: [&'static str; 15] = [
         "unknown_table",
         "table_exists",
         "configured_table",
@@ -127,6 +127,8 @@ impl StoreError {
         "table_missing",
         "table_disabled",
         "rejected",
+        "storage_full",
+        "writes_halted",
         "config",
     ];
 
@@ -146,6 +148,8 @@ impl StoreError {
             StoreError::TableMissing { .. } => "table_missing",
             StoreError::TableDisabled { .. } => "table_disabled",
             StoreError::Rejected(_) => "rejected",
+            StoreError::StorageFull { .. } => "storage_full",
+            StoreError::WritesHalted { .. } => "writes_halted",
         }
     }
 }

@@ -17,9 +17,12 @@ use super::report::{IndexerMetrics, refresh_index_stats, update_partitions};
 use super::schedule::CommitSchedule;
 use super::{CommitPolicy, IndexerStats};
 
-/// The wait after the first failed poll or apply; it doubles with each failure in a row.
+/// The wait after the first failed poll, apply or commit; it doubles with each failure in a
+/// row.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// While the index volume stays full, how often the log says so again.
+const STILL_FULL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// One table's indexer loop and the state it carries from one step to the next.
 pub(super) struct IndexerLoop<'a> {
@@ -37,12 +40,26 @@ pub(super) struct IndexerLoop<'a> {
     /// the generation check at each report.
     stats_generation: u64,
     schedule: CommitSchedule,
-    backoff: Duration,
+    /// The wait after a failed poll; a successful poll resets it.
+    poll_backoff: Duration,
+    /// The wait after a failed apply or commit (each rolls back); only a successful commit
+    /// resets it, so a full volume is retried at most every [`MAX_BACKOFF`].
+    index_backoff: Duration,
     /// The ticket of the last repair queue entry applied, published at the next commit, and the
     /// entries applied since the last commit: a rollback drops them from the index, so they are
     /// applied again after it (a write waiting for its ticket must not be told it is indexed).
     applied_ticket: u64,
     uncommitted_repairs: Vec<Mutation>,
+    /// Since when the index volume has been full, the failures since, and when the log last
+    /// said so (see [`IndexerLoop::failed`]).
+    full: Option<FullVolume>,
+}
+
+/// A run of failures for lack of space on the index volume.
+struct FullVolume {
+    since: Instant,
+    failures: u64,
+    logged_at: Instant,
 }
 
 impl<'a> IndexerLoop<'a> {
@@ -71,9 +88,11 @@ impl<'a> IndexerLoop<'a> {
             source_name,
             stats_generation,
             schedule: CommitSchedule::new(Instant::now()),
-            backoff: INITIAL_BACKOFF,
+            poll_backoff: INITIAL_BACKOFF,
+            index_backoff: INITIAL_BACKOFF,
             applied_ticket: 0,
             uncommitted_repairs: Vec::new(),
+            full: None,
         }
     }
 
@@ -85,9 +104,21 @@ impl<'a> IndexerLoop<'a> {
                 if self.poll().is_break() {
                     continue;
                 }
-                self.apply_repairs();
+                // While the volume is full, repairs (this instance's own writes to HBase among
+                // them) stay in their bounded queue instead of piling up here, replayed after
+                // every failed commit. One batch is still taken when none is pending, so that a
+                // commit tries the volume again.
+                if self.full.is_none() || self.uncommitted_repairs.is_empty() {
+                    self.apply_repairs();
+                }
             }
-            self.commit_if_due(stopping);
+            if !self.commit_if_due(stopping) && stopping {
+                // The final commit failed (a full volume): the source still holds what it
+                // covered and replays it at the next start; repairs (writes to HBase) come back
+                // through replication or verify.
+                tracing::warn!(table = %self.table, "stopping without the final index commit; the source replays it at the next start");
+                return;
+            }
             self.report_if_due();
             if self.schedule.finished(stopping) {
                 return;
@@ -102,7 +133,7 @@ impl<'a> IndexerLoop<'a> {
         let wait = self.schedule.poll_wait(self.policy, Instant::now());
         match self.source.poll(self.policy.poll_batch, wait) {
             Ok(events) => {
-                self.backoff = INITIAL_BACKOFF;
+                self.poll_backoff = INITIAL_BACKOFF;
                 self.schedule.polled(self.policy, events.len());
                 self.apply_events(&events)?;
                 if !events.is_empty() {
@@ -112,7 +143,7 @@ impl<'a> IndexerLoop<'a> {
             Err(err) => {
                 self.count_error();
                 tracing::warn!(table = %self.table, error = %err, "source poll failed; backing off");
-                self.back_off();
+                back_off(&mut self.poll_backoff);
             }
         }
         ControlFlow::Continue(())
@@ -146,8 +177,7 @@ impl<'a> IndexerLoop<'a> {
                 Err(err) => {
                     // An index error (IO, a dead writer) is not the event's fault: stop
                     // applying and retry from the last checkpoint.
-                    self.count_error();
-                    tracing::error!(table = %self.table, error = %err, "apply failed; restarting from the last commit");
+                    self.failed("apply", &err);
                     failed = true;
                     break;
                 }
@@ -182,7 +212,7 @@ impl<'a> IndexerLoop<'a> {
         }
         self.schedule
             .rolled_back(!self.uncommitted_repairs.is_empty(), Instant::now());
-        self.back_off();
+        back_off(&mut self.index_backoff);
     }
 
     /// Applies the repairs queued since the last step (read repair, `verify --repair`).
@@ -217,19 +247,24 @@ impl<'a> IndexerLoop<'a> {
         }
     }
 
-    fn commit_if_due(&mut self, stopping: bool) {
+    /// Commits if one is due; false when that commit failed.
+    fn commit_if_due(&mut self, stopping: bool) -> bool {
         let uncommitted_ops = self.writer.uncommitted_ops();
         if self
             .schedule
             .commit_due(self.policy, uncommitted_ops, stopping, Instant::now())
         {
-            self.commit();
+            return self.commit();
         }
+        true
     }
 
     /// Commits the index once the source's barrier passed, then publishes the checkpoint. A
-    /// failed commit keeps everything pending and is retried at the next step.
-    fn commit(&mut self) {
+    /// failed commit rolls back to the last one: tantivy's writer may have lost an indexing
+    /// thread to the failure (a segment that didn't fit), and a later commit on it would
+    /// publish a checkpoint past documents that never reached a segment. The rollback builds a
+    /// fresh writer and the source replays everything since the last commit.
+    fn commit(&mut self) -> bool {
         let started = Instant::now();
         let barrier = self.source.commit_barrier();
         match barrier
@@ -257,11 +292,70 @@ impl<'a> IndexerLoop<'a> {
                 self.stats.repairs.mark_committed(self.applied_ticket);
                 self.uncommitted_repairs.clear();
                 self.schedule.committed();
+                self.index_backoff = INITIAL_BACKOFF;
+                if let Some(full) = self.full.take() {
+                    self.stats.storage_full.store(false, Ordering::Relaxed);
+                    tracing::info!(
+                        table = %self.table,
+                        paused_secs = full.since.elapsed().as_secs(),
+                        failed_attempts = full.failures,
+                        "the index volume has space again: indexing resumed"
+                    );
+                }
+                true
             }
             Err(err) => {
-                self.count_error();
-                tracing::error!(table = %self.table, error = %err, "index commit failed; will retry");
-                std::thread::sleep(self.backoff);
+                self.failed("commit", &err);
+                self.roll_back();
+                false
+            }
+        }
+    }
+
+    /// Counts a failed apply or commit and logs it. Failures for lack of space pause indexing
+    /// until a commit succeeds: the first is logged as such, the ones after it only once a
+    /// minute, since the loop retries every few seconds for as long as the volume stays full.
+    fn failed(&mut self, step: &'static str, err: &crate::IndexerError) {
+        self.count_error();
+        let now = Instant::now();
+        // A writer that lost a thread to a full volume fails every later call with a generic
+        // error; it belongs to the same episode.
+        if err.is_storage_full() || self.full.is_some() {
+            self.stats
+                .storage_full_failures
+                .fetch_add(1, Ordering::Relaxed);
+            match &mut self.full {
+                None => {
+                    self.stats.storage_full.store(true, Ordering::Relaxed);
+                    self.full = Some(FullVolume {
+                        since: now,
+                        failures: 1,
+                        logged_at: now,
+                    });
+                    tracing::error!(table = %self.table, step, error = %err, "the index volume is full: indexing paused, nothing is dropped; it retries every few seconds and resumes once space is freed");
+                }
+                Some(full) => {
+                    full.failures += 1;
+                    if now.duration_since(full.logged_at) >= STILL_FULL_LOG_INTERVAL {
+                        full.logged_at = now;
+                        tracing::warn!(
+                            table = %self.table,
+                            paused_secs = full.since.elapsed().as_secs(),
+                            failed_attempts = full.failures,
+                            error = %err,
+                            "the index volume is still full: indexing stays paused"
+                        );
+                    }
+                }
+            }
+            return;
+        }
+        match step {
+            "apply" => {
+                tracing::error!(table = %self.table, error = %err, "apply failed; restarting from the last commit")
+            }
+            _ => {
+                tracing::error!(table = %self.table, error = %err, "index commit failed; rolling back to the last commit and retrying")
             }
         }
     }
@@ -320,9 +414,10 @@ impl<'a> IndexerLoop<'a> {
             counter.increment(foreign);
         }
     }
+}
 
-    fn back_off(&mut self) {
-        std::thread::sleep(self.backoff);
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-    }
+/// Sleeps for `backoff`, then doubles it up to [`MAX_BACKOFF`].
+fn back_off(backoff: &mut Duration) {
+    std::thread::sleep(*backoff);
+    *backoff = (*backoff * 2).min(MAX_BACKOFF);
 }

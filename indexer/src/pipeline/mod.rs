@@ -111,6 +111,12 @@ pub struct IndexerStats {
     pub docs: AtomicU64,
     pub segments: AtomicU64,
     pub index_bytes: AtomicU64,
+    /// The index volume is full: the last commit (or apply) failed for lack of space, so
+    /// indexing is paused, retried with backoff, until a commit succeeds again.
+    pub storage_full: std::sync::atomic::AtomicBool,
+    /// Applies and commits that failed for lack of space, ever: a write waiting to be indexed
+    /// sees from it that an attempt since it was stored failed too.
+    pub storage_full_failures: AtomicU64,
 }
 
 /// Handle on a running indexer thread.

@@ -151,6 +151,7 @@ impl EmbeddedStore {
             return Ok(0);
         };
         let _trimming = lock(&self.trimmer);
+        self.check_writable()?;
         let upto = upto_offset.min(table.clock.current());
         let Ok(upto) = u64::try_from(upto) else {
             return Ok(0);
@@ -175,7 +176,7 @@ impl EmbeddedStore {
         }
         let deleted = upto - floor;
         batch.insert(&self.meta, floor_key, upto.to_be_bytes());
-        batch.commit()?;
+        batch.commit().map_err(|error| self.write_failed(error))?;
         tracing::debug!(table = %table.name, upto, deleted, "trimmed change feed");
         Ok(deleted)
     }

@@ -52,6 +52,16 @@
 //! which survives power loss at the cost of one fsync per `mutate` call (batch your writes).
 //! Dropping the store fsyncs the journal.
 //!
+//! # A failed write halts writes
+//!
+//! fjall refuses every write after one failed to reach its journal (a full volume, an IO error):
+//! it can't know how much of that batch is on disk. The store remembers the first such failure
+//! and from then on refuses writes itself with the same cause ([`StoreError::StorageFull`] for a
+//! full volume, else [`StoreError::WritesHalted`]), and [`RowStore::health`] reports it, so
+//! readiness fails. Reads go on working. Only a restart clears it: journal recovery then drops
+//! the torn batch, and writes resume once the volume has space. Nothing acknowledged is lost: a
+//! write is acknowledged only after its batch reached the journal.
+//!
 //! # Blocking
 //!
 //! Reads are point reads or short range scans, microseconds when the blocks are cached, and writes
@@ -62,14 +72,14 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use hbidx_schema::model::Mutation;
 
 use crate::api::{Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
-use crate::error::{Result, StoreError, escape_key};
+use crate::error::{Result, StoreError, escape_key, is_storage_full};
 use crate::row_cache::RowCache;
 
 mod feed;
@@ -227,6 +237,39 @@ pub struct EmbeddedStore {
     /// All memtables together ([`EmbeddedStoreOptions::memtable_bytes`]).
     memtable_bytes: u64,
     persist_mode: PersistMode,
+    /// The first write fjall failed; set, every later write is refused (see the module docs).
+    halted: OnceLock<Halt>,
+}
+
+/// Why the store takes no more writes.
+#[derive(Debug)]
+struct Halt {
+    storage_full: bool,
+    /// The failed write's IO error as the OS worded it, or fjall's error.
+    cause: String,
+}
+
+impl Halt {
+    fn error(&self) -> StoreError {
+        let cause = self.cause.clone();
+        if self.storage_full {
+            StoreError::StorageFull { cause }
+        } else {
+            StoreError::WritesHalted { cause }
+        }
+    }
+}
+
+/// The innermost IO error of `error`'s chain, worded by the OS, else `error` itself.
+fn io_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            return io.to_string();
+        }
+        next = error.source();
+    }
+    error.to_string()
 }
 
 /// What one table may hold in memory.
@@ -367,7 +410,35 @@ impl EmbeddedStore {
             } else {
                 PersistMode::Buffer
             },
+            halted: OnceLock::new(),
         })
+    }
+
+    /// Refuses a write once an earlier one failed (see the module docs).
+    fn check_writable(&self) -> Result<()> {
+        match self.halted.get() {
+            Some(halt) => Err(halt.error()),
+            None => Ok(()),
+        }
+    }
+
+    /// The error of a failed fjall write. fjall takes no writes after it, so the store stops
+    /// taking them too, saying why, once in the log and in every refusal after.
+    fn write_failed(&self, error: fjall::Error) -> StoreError {
+        self.halted
+            .get_or_init(|| {
+                let halt = Halt {
+                    storage_full: is_storage_full(&error),
+                    cause: io_cause(&error),
+                };
+                if halt.storage_full {
+                    tracing::error!(cause = %halt.cause, "the data volume is full: the row store takes no more writes; free space on it and restart hbidx (reads go on)");
+                } else {
+                    tracing::error!(error = %error, "a row store write failed: the store takes no more writes until hbidx is restarted (reads go on)");
+                }
+                halt
+            })
+            .error()
     }
 
     /// Opens (creating if needed) the keyspaces of one table.
@@ -488,6 +559,11 @@ impl RowStore for EmbeddedStore {
 
     async fn mutate(&self, mutations: Vec<Mutation>) -> Result<WriteReceipt> {
         self.mutate_sync(mutations)
+    }
+
+    /// Unhealthy once a failed write halted writes: only a restart brings them back.
+    async fn health(&self) -> Result<()> {
+        self.check_writable()
     }
 
     fn tables(&self) -> Vec<String> {

@@ -134,6 +134,7 @@ impl EmbeddedStore {
         validate_table_name(name)?;
         validate_families(name, families)?;
         let _writing = lock(&self.writer);
+        self.check_writable()?;
         if self.find_table(name).is_some() {
             return Err(StoreError::TableExists(name.to_owned()));
         }
@@ -170,6 +171,7 @@ impl EmbeddedStore {
     /// the config (remove it there instead).
     pub fn delete_table(&self, name: &str) -> Result<()> {
         let _writing = lock(&self.writer);
+        self.check_writable()?;
         let table = self.created_table(name)?;
         // Unregister first so no new read starts on it; running reads keep their `Arc` and
         // fjall keeps the files until the last handle is gone. The rows go before the record:
@@ -178,7 +180,7 @@ impl EmbeddedStore {
         self.db.delete_keyspace(table.rows.clone())?;
         let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
         batch.remove(&self.meta, table_key(name));
-        batch.commit()?;
+        batch.commit().map_err(|error| self.write_failed(error))?;
         tracing::info!(table = %name, "deleted table");
         Ok(())
     }
@@ -187,6 +189,7 @@ impl EmbeddedStore {
     /// enabled: [`StoreError::ConfiguredTable`].
     pub fn set_table_enabled(&self, name: &str, enabled: bool) -> Result<()> {
         let _writing = lock(&self.writer);
+        self.check_writable()?;
         let table = self.created_table(name)?;
         let families = table.families.clone().unwrap_or_default();
         self.write_record(name, &families, enabled)?;
@@ -210,7 +213,7 @@ impl EmbeddedStore {
         // Rare and small: always fsync, so a table the client saw created survives power loss.
         let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
         batch.insert(&self.meta, table_key(name), record.encode()?);
-        batch.commit()?;
+        batch.commit().map_err(|error| self.write_failed(error))?;
         Ok(())
     }
 }

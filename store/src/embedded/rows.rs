@@ -177,6 +177,7 @@ impl EmbeddedStore {
         }
 
         let writer = lock(&self.writer);
+        self.check_writable()?;
         // Tables are only deleted under the writer mutex: one still registered now stays so
         // until this batch is committed.
         {
@@ -250,7 +251,7 @@ impl EmbeddedStore {
         for (table, next) in touched.iter().zip(&next_seq) {
             table.next_seq.store(*next, Ordering::Relaxed);
         }
-        batch.commit()?;
+        batch.commit().map_err(|error| self.write_failed(error))?;
         // Now that the rows are visible, no read from before the commit may stay cached.
         for (slot, rowkey) in &written {
             touched[*slot].cache.invalidate(rowkey);
