@@ -33,10 +33,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use hbidx_schema::config::{KeyRange, TableConfig};
 use hbidx_schema::model::{ChangeEvent, Mutation};
 use hbidx_store::{lock, now_ms};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
-use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
@@ -74,81 +73,13 @@ pub(crate) fn kafka_error(source_name: &str, err: impl std::fmt::Display) -> Ind
     }
 }
 
-/// State shared between the source and the rebalance callback (which runs inside `poll`).
+/// Where the source is in each partition.
 struct Positions {
-    topic: String,
     start: StartPolicy,
     /// Last offset handed to the indexer, per partition.
     returned: Mutex<BTreeMap<i32, i64>>,
     /// Last offset covered by an index commit, per partition (the Kafka commit hint).
     committed: Mutex<BTreeMap<i32, i64>>,
-}
-
-struct RebalanceContext {
-    positions: Arc<Positions>,
-}
-
-impl ClientContext for RebalanceContext {}
-
-impl ConsumerContext for RebalanceContext {
-    /// Replaces the default handler so that assigned partitions start from this index's own
-    /// positions instead of the group's committed offsets.
-    fn rebalance(
-        &self,
-        consumer: &BaseConsumer<Self>,
-        err: RDKafkaRespErr,
-        tpl: &mut TopicPartitionList,
-    ) {
-        let positions = &self.positions;
-        match err {
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                let returned = lock(&positions.returned).clone();
-                let partitions: Vec<(String, i32)> = tpl
-                    .elements()
-                    .iter()
-                    .map(|e| (e.topic().to_string(), e.partition()))
-                    .collect();
-                for (topic, partition) in partitions {
-                    let offset = if topic != positions.topic {
-                        Offset::Stored
-                    } else {
-                        match returned.get(&partition) {
-                            Some(offset) => Offset::Offset(offset + 1),
-                            None => match positions.start {
-                                StartPolicy::Earliest => Offset::Beginning,
-                                StartPolicy::Latest => Offset::End,
-                            },
-                        }
-                    };
-                    if let Err(err) = tpl.set_partition_offset(&topic, partition, offset) {
-                        tracing::error!(topic = %topic, partition, error = %err, "cannot position an assigned partition");
-                    }
-                }
-                tracing::info!(topic = %positions.topic, partitions = tpl.count(), "partitions assigned");
-                if let Err(err) = consumer.assign(tpl) {
-                    tracing::error!(topic = %positions.topic, error = %err, "assign failed");
-                }
-            }
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                // Hint Kafka with what the index has durably covered; whoever gets the partitions
-                // next (with this index, that is us again) resumes from the index checkpoint.
-                let committed = lock(&positions.committed).clone();
-                if let Some(hint) = commit_list(&positions.topic, &committed)
-                    && let Err(err) = consumer.commit(&hint, CommitMode::Sync)
-                {
-                    tracing::warn!(topic = %positions.topic, error = %err, "offset hint commit on revoke failed");
-                }
-                tracing::info!(topic = %positions.topic, "partitions revoked");
-                if let Err(err) = consumer.unassign() {
-                    tracing::error!(topic = %positions.topic, error = %err, "unassign failed");
-                }
-            }
-            other => {
-                tracing::error!(topic = %positions.topic, error = ?other, "rebalance error; unassigning");
-                let _ = consumer.unassign();
-            }
-        }
-    }
 }
 
 fn watermark_client(config: &KafkaSourceConfig, name: &str) -> Result<BaseConsumer> {
@@ -236,7 +167,7 @@ pub struct KafkaSource {
     name: String,
     config: KafkaSourceConfig,
     table: Arc<TableConfig>,
-    consumer: BaseConsumer<RebalanceContext>,
+    consumer: BaseConsumer,
     /// A second connection, only for watermark queries: on the consumer's own connection they
     /// queue behind the long-polling fetch and time out.
     watermarks: BaseConsumer,
@@ -257,7 +188,12 @@ pub struct KafkaSource {
     /// the current poll not yet added to it: one update per poll, not one per event.
     foreign_counter: Option<metrics::Counter>,
     foreign_in_poll: u64,
+    /// When the topic's partitions were last looked up (`discover_partitions`).
+    discovered_at: Option<Instant>,
 }
+
+/// How often a live source looks for partitions added to its topic.
+const DISCOVER_EVERY: Duration = Duration::from_secs(10);
 
 /// Per partition, the high watermark a replay must reach (offset of the next message).
 pub type ReplayTargets = BTreeMap<i32, i64>;
@@ -273,7 +209,6 @@ impl KafkaSource {
     ) -> Result<(Self, ReplayTargets)> {
         let name = config.source_name();
         let positions = Arc::new(Positions {
-            topic: config.topic.clone(),
             start: StartPolicy::Earliest,
             returned: Mutex::new(BTreeMap::new()),
             committed: Mutex::new(BTreeMap::new()),
@@ -291,11 +226,7 @@ impl KafkaSource {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "false");
-        let consumer: BaseConsumer<RebalanceContext> = client
-            .create_with_context(RebalanceContext {
-                positions: positions.clone(),
-            })
-            .map_err(|err| kafka_error(&name, err))?;
+        let consumer: BaseConsumer = client.create().map_err(|err| kafka_error(&name, err))?;
         let timeout = Duration::from_secs(10);
         let metadata = consumer
             .fetch_metadata(Some(&config.topic), timeout)
@@ -330,7 +261,7 @@ impl KafkaSource {
         Ok((source, targets))
     }
 
-    /// Creates the consumer and subscribes. Nothing is fetched until the first poll.
+    /// Creates the consumer. Nothing is assigned or fetched until the first poll.
     pub fn new(
         config: KafkaSourceConfig,
         table: Arc<TableConfig>,
@@ -339,31 +270,26 @@ impl KafkaSource {
     ) -> Result<Self> {
         let name = config.source_name();
         let positions = Arc::new(Positions {
-            topic: config.topic.clone(),
             start: config.start,
             returned: Mutex::new(BTreeMap::new()),
             committed: Mutex::new(BTreeMap::new()),
         });
         let mut client = consumer_config(&config);
         client
+            // The group only names where the offset hints for lag tools go: partitions are
+            // assigned by hand (`discover_partitions`), since every instance reads every
+            // partition from its own index checkpoint anyway. No group membership means no
+            // rebalance, no session to time out and no coordinator to wait for after a crash
+            // or a broker restart.
             .set("group.id", group_id)
-            // Static membership: a restarted instance (same data dir, same id) takes its
-            // partitions back at once. Without it the coordinator waits for the killed member
-            // until the rebalance timeout (max.poll.interval.ms, 5 minutes by default), and the
-            // index stands still for that long after a crash.
-            .set("group.instance.id", group_id)
-            .set("session.timeout.ms", "10000")
             // How long a fetch waits for new data. A broker answers early when data arrives,
             // but not every Kafka-protocol broker does (tansu waits the full time), and this
             // bound is what an idle table's produce→searchable latency pays on top of the
             // commit interval.
             .set("fetch.wait.max.ms", "50")
-            .set("max.poll.interval.ms", "60000")
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "false")
-            // Eager assignment: the rebalance callback assigns whole partition sets.
-            .set("partition.assignment.strategy", "range")
             .set(
                 "auto.offset.reset",
                 match config.start {
@@ -371,14 +297,7 @@ impl KafkaSource {
                     StartPolicy::Latest => "latest",
                 },
             );
-        let consumer: BaseConsumer<RebalanceContext> = client
-            .create_with_context(RebalanceContext {
-                positions: positions.clone(),
-            })
-            .map_err(|err| kafka_error(&name, err))?;
-        consumer
-            .subscribe(&[&config.topic])
-            .map_err(|err| kafka_error(&name, err))?;
+        let consumer: BaseConsumer = client.create().map_err(|err| kafka_error(&name, err))?;
         Self::assemble(
             name,
             config,
@@ -394,7 +313,7 @@ impl KafkaSource {
         name: String,
         config: KafkaSourceConfig,
         table: Arc<TableConfig>,
-        consumer: BaseConsumer<RebalanceContext>,
+        consumer: BaseConsumer,
         positions: Arc<Positions>,
         dead_letters: DeadLetterFile,
         replay: bool,
@@ -420,7 +339,83 @@ impl KafkaSource {
             own_range: None,
             foreign_counter: None,
             foreign_in_poll: 0,
+            discovered_at: None,
         })
+    }
+
+    /// Assigns the topic's partitions that aren't assigned yet, each after this index's
+    /// position in it (or at `start`). Looked up at once while none is known (a broker still
+    /// down at start), then every [`DISCOVER_EVERY`] for partitions added to the topic. A
+    /// replay was assigned every partition when it was made.
+    fn discover_partitions(&mut self) {
+        if self.replay {
+            return;
+        }
+        let assigned = match self.consumer.assignment() {
+            Ok(list) => list,
+            Err(err) => {
+                tracing::warn!(source = %self.name, error = %err, "cannot read the assignment");
+                return;
+            }
+        };
+        let assigned: Vec<i32> = assigned
+            .elements_for_topic(&self.config.topic)
+            .iter()
+            .map(|e| e.partition())
+            .collect();
+        let every = if assigned.is_empty() {
+            Duration::from_secs(1)
+        } else {
+            DISCOVER_EVERY
+        };
+        if self.discovered_at.is_some_and(|at| at.elapsed() < every) {
+            return;
+        }
+        self.discovered_at = Some(Instant::now());
+        // On the watermark connection: the consumer's own queues behind its fetches.
+        let metadata = match self
+            .watermarks
+            .fetch_metadata(Some(&self.config.topic), Duration::from_secs(1))
+        {
+            Ok(metadata) => metadata,
+            Err(err) => {
+                if assigned.is_empty() {
+                    tracing::warn!(source = %self.name, error = %err, "cannot list the topic's partitions yet; retrying");
+                }
+                return;
+            }
+        };
+        let returned = lock(&self.positions.returned).clone();
+        let mut added = TopicPartitionList::new();
+        for partition in metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == self.config.topic)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .filter(|p| !assigned.contains(p))
+        {
+            let offset = match returned.get(&partition) {
+                Some(offset) => Offset::Offset(offset + 1),
+                None => match self.positions.start {
+                    StartPolicy::Earliest => Offset::Beginning,
+                    StartPolicy::Latest => Offset::End,
+                },
+            };
+            if let Err(err) = added.add_partition_offset(&self.config.topic, partition, offset) {
+                tracing::error!(source = %self.name, partition, error = %err, "cannot position a partition");
+            }
+        }
+        if added.count() == 0 {
+            return;
+        }
+        match self.consumer.incremental_assign(&added) {
+            Ok(()) => {
+                tracing::info!(source = %self.name, partitions = added.count(), "partitions assigned")
+            }
+            Err(err) => {
+                tracing::error!(source = %self.name, error = %err, "assign failed; retrying")
+            }
+        }
     }
 
     /// Indexes only the rows of `range` (this instance's shard of the table, `[cluster]`);
@@ -610,6 +605,7 @@ impl Source for KafkaSource {
     }
 
     fn poll(&mut self, max: usize, timeout: Duration) -> Result<Vec<ChangeEvent>> {
+        self.discover_partitions();
         let deadline = Instant::now() + timeout;
         let mut out: Vec<ChangeEvent> = Vec::new();
         let mut taken = 0usize;
@@ -643,7 +639,7 @@ impl Source for KafkaSource {
             {
                 let mut returned = lock(&self.positions.returned);
                 // A message at or below what was already handed over is a redelivery (after a
-                // rebalance or a seek); the index has it, so drop it.
+                // seek); the index has it, so drop it.
                 if returned.get(&partition).is_some_and(|last| offset <= *last) {
                     continue;
                 }
