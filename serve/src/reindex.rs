@@ -285,6 +285,8 @@ async fn run_store(
     let handle = tokio::runtime::Handle::current();
     let table_for_scan = table.clone();
     let name = table_name.to_string();
+    let live_searcher = runtime.searcher.clone();
+    let own = own_range.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
         if shadow.exists() {
             std::fs::remove_dir_all(&shadow)
@@ -334,12 +336,42 @@ async fn run_store(
         jobs_state.jobs.update(job, |j| j.phase = "checking".into());
         writer.commit()?;
         let indexed = searcher.stats().rows;
-        drop(writer);
         if indexed != scanned {
             return Err(anyhow!(
                 "count check failed: scanned {scanned} rows with indexed values but the new index has {indexed}; the live index is unchanged"
             ));
         }
+        // A scan shows only what HBase doesn't mask: a row deleted at ts 200 is simply absent.
+        // When the new live indexer replays the topic from the start checkpoint, a late put
+        // at ts 150 (masked in HBase by that delete) would bring the row back as a ghost. The
+        // live index remembers the deletes (tombstones in its row states), so they go into the
+        // new index too: whatever HBase masks, they mask. After the count check, since a delete
+        // that came after the scan read its row lowers the count rightly.
+        let mut copied = 0u64;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let (rows, cursor) = live_searcher.deletes_after(after.as_deref(), SCAN_BATCH)?;
+            for (rowkey, state) in rows {
+                if own.as_ref().is_some_and(|range| !range.contains(&rowkey)) {
+                    continue;
+                }
+                if let Some(ops) = deletes_of(&state) {
+                    writer.apply_repair(&hbidx_schema::model::Mutation {
+                        table: name.clone(),
+                        rowkey,
+                        ops,
+                    })?;
+                    copied += 1;
+                }
+            }
+            match cursor {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        writer.commit()?;
+        tracing::info!(table = %name, rows = copied, "copied the live index's deletes into the new index");
+        drop(writer);
         jobs_state.jobs.update(job, |j| j.total = scanned);
         Ok(())
     })
@@ -422,6 +454,36 @@ pub fn rebuild_outdated(
     std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
     tracing::info!(table = %table.name, rows = scanned, secs = started.elapsed().as_secs_f64(), "rebuilt the index from the store");
     Ok(())
+}
+
+/// The deletes a row state remembers, as operations (`None` when it remembers none).
+fn deletes_of(state: &hbidx_store::RowState) -> Option<Vec<hbidx_schema::model::CellOp>> {
+    use hbidx_schema::model::CellOp;
+    let mut ops: Vec<CellOp> = state
+        .row_tombstone
+        .map(|ts| CellOp::DeleteRow { ts })
+        .into_iter()
+        .collect();
+    ops.extend(
+        state
+            .family_tombstones
+            .iter()
+            .map(|(family, ts)| CellOp::DeleteFamily {
+                family: family.clone(),
+                ts: *ts,
+            }),
+    );
+    ops.extend(
+        state
+            .cells
+            .iter()
+            .filter(|(_, cell)| cell.value.is_none())
+            .map(|(column, cell)| CellOp::DeleteCell {
+                column: column.clone(),
+                ts: cell.ts,
+            }),
+    );
+    (!ops.is_empty()).then_some(ops)
 }
 
 /// A scanned row as the mutation that indexes it: one put per visible cell, at the cell's own

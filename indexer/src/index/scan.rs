@@ -87,6 +87,26 @@ impl TableSearcher {
     /// Each segment's `_rk` term dictionary is sorted, so the first `limit` live rowkeys of the
     /// index are among the first `limit` of each segment.
     pub fn rows_after(&self, after: Option<&[u8]>, limit: usize) -> Result<RowsPage> {
+        self.states_after(after, limit, RowState::has_values)
+    }
+
+    /// Like [`Self::rows_after`], but the rows that remember a delete (a row, family or cell
+    /// tombstone), live or not, with their whole state. A store reindex copies them into the
+    /// new index, whose scanned rows can't show what HBase masks.
+    pub fn deletes_after(&self, after: Option<&[u8]>, limit: usize) -> Result<RowsPage> {
+        self.states_after(after, limit, |state| {
+            state.row_tombstone.is_some()
+                || !state.family_tombstones.is_empty()
+                || state.cells.values().any(|cell| cell.value.is_none())
+        })
+    }
+
+    fn states_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+        keep: impl Fn(&RowState) -> bool,
+    ) -> Result<RowsPage> {
         let searcher = self.reader().searcher();
         let mut found: Vec<(Vec<u8>, DocAddress)> = Vec::new();
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
@@ -122,7 +142,7 @@ impl TableSearcher {
         let mut rows = Vec::with_capacity(found.len());
         for (rowkey, address) in found {
             let state = self.state_at(&searcher, address, &rowkey)?;
-            if state.has_values() {
+            if keep(&state) {
                 rows.push((rowkey, state));
             }
         }
