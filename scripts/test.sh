@@ -6,9 +6,12 @@
 #
 # - chromium (Debian): tests/dashboard.rs opens /dashboard in headless Chromium and keeps a
 #   screenshot in target/dashboard.png. Browsers can't be downloaded here; Debian's is used.
-# - tansu 0.6.0 (crates.io) at /opt/tansu/bin/tansu: the broker for tests/kafka.rs. Building it
-#   takes 11-14 minutes once; an installed copy is reused. It is left running on
-#   127.0.0.1:9092 for the next run (in-memory storage, so nothing piles up on disk).
+# - tansu 0.6.0 (crates.io) at /opt/tansu/bin/tansu, with in-memory and SQLite storage
+#   (features dynostore and libsql, recorded in /opt/tansu/FEATURES): the broker for
+#   tests/kafka.rs, left running on 127.0.0.1:9092 for the next run (in-memory storage, so
+#   nothing piles up on disk), and the chaos soak's own broker (tests/chaos.rs: SQLite storage,
+#   so a restarted broker keeps its log). Building it takes 15-25 minutes once; an installed
+#   copy with those features is reused.
 # - happybase 1.2.0 (PyPI, pure Python on thriftpy2): the third-party HBase Thrift client that
 #   tests/gateway.rs runs against hbidx's Thrift gateway. Installed with pip when missing.
 # - schemathesis 4.32.5 and openapi-spec-validator 0.9.0 (PyPI): tests/contract.rs validates
@@ -58,12 +61,18 @@ export HBIDX_TEST_KAFKA=${HBIDX_TEST_KAFKA:-127.0.0.1:9092}
 host=${HBIDX_TEST_KAFKA%:*}
 port=${HBIDX_TEST_KAFKA##*:}
 up() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
+TANSU_FEATURES=dynostore,libsql
+TANSU_ROOT=$(dirname "$(dirname "$TANSU")")
+export HBIDX_TANSU=$TANSU
+# HBIDX_TANSU names a broker binary of one's own: it is used as it is.
+if [ "$TANSU" = /opt/tansu/bin/tansu ] \
+  && { [ ! -x "$TANSU" ] || [ "$(cat "$TANSU_ROOT/FEATURES" 2>/dev/null)" != "$TANSU_FEATURES" ]; }; then
+  log "cargo install tansu 0.6.0 ($TANSU_FEATURES) into $TANSU_ROOT"
+  cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
+    --root "$TANSU_ROOT"
+  echo "$TANSU_FEATURES" >"$TANSU_ROOT/FEATURES"
+fi
 if ! up; then
-  if [ ! -x "$TANSU" ]; then
-    log "cargo install tansu 0.6.0 (dynostore) into $(dirname "$(dirname "$TANSU")")"
-    cargo install tansu --locked --version 0.6.0 --features dynostore \
-      --root "$(dirname "$(dirname "$TANSU")")"
-  fi
   log "start tansu on $HBIDX_TEST_KAFKA"
   mkdir -p target/test-broker
   # The default listener is 0.0.0.0; always bind loopback.

@@ -210,6 +210,22 @@ pub fn client() -> reqwest::blocking::Client {
     client_with_key(Some(TEST_API_KEY))
 }
 
+/// A client with [`TEST_API_KEY`] whose requests give up after `timeout`.
+pub fn client_with_timeout(timeout: Duration) -> reqwest::blocking::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TEST_API_KEY}")
+            .parse()
+            .expect("header value"),
+    );
+    reqwest::blocking::Client::builder()
+        .timeout(timeout)
+        .default_headers(headers)
+        .build()
+        .expect("client")
+}
+
 /// A client with another key, or none.
 pub fn client_with_key(key: Option<&str>) -> reqwest::blocking::Client {
     let mut headers = reqwest::header::HeaderMap::new();
