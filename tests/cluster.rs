@@ -323,7 +323,13 @@ fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
                 && tier
                     .nodes
                     .iter()
-                    .all(|(shard, _, server)| own_rows(server) == expected_per_shard[*shard]))
+                    .all(|(shard, _, server)| own_rows(server) == expected_per_shard[*shard])
+                // And every instance sees every replica ready: peers that weren't listening
+                // yet when an instance started are probed again within a second.
+                && tier.nodes.iter().all(|(_, _, server)| {
+                    let (_, summary) = get(&server.url("/v1/ops/summary"));
+                    summary["cluster"]["shards"] == json!([[1, 1], [2, 2], [1, 1]])
+                }))
             .then_some(())
         },
     );
