@@ -529,7 +529,7 @@ pub async fn put_row(
         ("table" = String, Path, description = "Table name"),
         ("key" = String, Path, description = "The row's natural key", example = "u00000001"),
         WriteParams,
-        ("ts" = Option<i64>, Query, description = "Delete the cells with a timestamp up to this (ms since the epoch; HBase's `deleteAllRowTs`); now by default. At most a day ahead of the server's clock", minimum = 0),
+        ("ts" = Option<i64>, Query, description = "Delete the cells with a timestamp up to this (ms since the epoch; HBase's `deleteAllRowTs`); now by default. At most a day ahead of the server's clock", minimum = 0, example = json!(1700000000000i64)),
     ),
     security(("api_key" = ["write"])),
     responses(

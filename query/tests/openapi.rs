@@ -159,6 +159,7 @@ async fn every_documented_query_parameter_is_read_by_its_handler() {
         "wait" => "stored".into(),
         "consistency" => "store".into(),
         "partial" => "true".into(),
+        "ts" => "1700000000000".into(),
         other => panic!("no example value for the query parameter {other}"),
     };
     let mut checked = 0;
