@@ -38,7 +38,6 @@
 mod util;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -52,6 +51,7 @@ use rand_chacha::ChaCha8Rng;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use serde_json::{Value, json};
+use util::tmpfs::Tmpfs;
 use util::{Server, TEST_API_KEY, cli, free_port, report_count, start_hbase_standin};
 
 const TABLE: &str = "user";
@@ -378,85 +378,11 @@ impl Broker {
             let _ = child.wait();
         }
     }
-
-    fn create_topic(&self, name: &str) {
-        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.addr)
-            .create()
-            .unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let results = runtime
-            .block_on(admin.create_topics(
-                &[NewTopic::new(name, PARTITIONS, TopicReplication::Fixed(1))],
-                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
-            ))
-            .expect("create topic");
-        for result in results {
-            result.expect("topic created");
-        }
-    }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
         self.stop(true);
-    }
-}
-
-/// A tmpfs of its own for the data directory: filling it fills nothing else.
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(dir: &Path, megabytes: u32) -> Tmpfs {
-        std::fs::create_dir_all(dir).unwrap();
-        let output = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={megabytes}m"), "tmpfs"])
-            .arg(dir)
-            .output()
-            .expect("mount runs");
-        assert!(
-            output.status.success(),
-            "the chaos soak fills a filesystem of its own: mounting a tmpfs on {} needs root \
-             ({})",
-            dir.display(),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        Tmpfs {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    /// Fills the filesystem: one file grown until the write fails for lack of space.
-    fn fill(&self) -> u64 {
-        let mut file = std::fs::File::create(self.dir.join("filler")).unwrap();
-        let chunk = vec![0u8; 1 << 16];
-        let mut written = 0u64;
-        loop {
-            match file.write(&chunk) {
-                Ok(0) => break,
-                Ok(n) => written += n as u64,
-                Err(err) if err.kind() == std::io::ErrorKind::StorageFull => break,
-                Err(err) => panic!("filling the tmpfs: {err}"),
-            }
-        }
-        let _ = file.sync_all();
-        written
-    }
-
-    fn free(&self) {
-        std::fs::remove_file(self.dir.join("filler")).unwrap();
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
     }
 }
 
@@ -600,6 +526,16 @@ struct Shared {
 }
 
 impl Shared {
+    /// Adds an acknowledged write to its row's history.
+    fn record(&self, write: &Write) {
+        self.histories
+            .lock()
+            .unwrap()
+            .entry(write.row)
+            .or_default()
+            .record(write);
+    }
+
     fn phase(&self) -> Phase {
         Phase::from_u8(self.phase.load(Ordering::Relaxed))
     }
@@ -826,28 +762,15 @@ fn run_writer(shared: Arc<Shared>, mut source: OpSource, replicated: bool, seed:
             continue;
         }
         let write = source.next();
+        let wait = !replicated && rng.random_range(0..3) == 0;
         if replicated {
             write_to_hbase(&shared, &store, &runtime, &write);
-            shared
-                .histories
-                .lock()
-                .unwrap()
-                .entry(write.row)
-                .or_default()
-                .record(&write);
         } else {
-            let wait = rng.random_range(0..3) == 0;
             write_through(&shared, &client, &write, wait);
-            shared
-                .histories
-                .lock()
-                .unwrap()
-                .entry(write.row)
-                .or_default()
-                .record(&write);
-            if wait {
-                check_indexed(&shared, &client, &write);
-            }
+        }
+        shared.record(&write);
+        if wait {
+            check_indexed(&shared, &client, &write);
         }
         replicate(&shared, &producer, &write);
         shared.ops.fetch_add(1, Ordering::Relaxed);
@@ -1279,7 +1202,7 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = Broker::start(&dir.path().join("broker"));
     let topic = "chaos-user".to_string();
-    broker.create_topic(&topic);
+    util::kafka::create_topic_on(&broker.addr, &topic, PARTITIONS);
 
     let example = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config/hbidx.toml"),
@@ -1395,13 +1318,7 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
         op: Op::Put(vec![("info:phone", phone(2 * rows_per_writer + 1, 1))]),
     };
     write_through(&shared, &client, &barrier, true);
-    shared
-        .histories
-        .lock()
-        .unwrap()
-        .entry(barrier.row)
-        .or_default()
-        .record(&barrier);
+    shared.record(&barrier);
     let last = producer(&broker.addr);
     replicate(&shared, &last, &barrier);
     last.flush(Duration::from_secs(60))

@@ -8,62 +8,11 @@
 
 mod util;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use util::tmpfs::Tmpfs;
 use util::{Server, eventually, get, keys, put};
-
-/// A tmpfs of `size_mb` mounted on a directory, unmounted on drop (lazily, so a process still
-/// holding files there can't keep it mounted).
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(dir: &Path, size_mb: u32) -> Tmpfs {
-        std::fs::create_dir_all(dir).unwrap();
-        let output = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size_mb}m"), "tmpfs"])
-            .arg(dir)
-            .output()
-            .expect("mount runs");
-        assert!(
-            output.status.success(),
-            "tests/disk_full.rs mounts a tmpfs as the data volume and needs root (CAP_SYS_ADMIN) \
-             for it; run it as root. mount said: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        Tmpfs {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    /// Writes a filler file until the volume has no byte left.
-    fn fill(&self) -> PathBuf {
-        let path = self.dir.join("filler");
-        let mut file = std::fs::File::create(&path).expect("filler created");
-        let mut chunk = vec![0u8; 1 << 20];
-        while !chunk.is_empty() {
-            match file.write_all(&chunk) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::StorageFull => {
-                    chunk.truncate(chunk.len() / 2);
-                }
-                Err(err) => panic!("filling {}: {err}", path.display()),
-            }
-        }
-        path
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-    }
-}
 
 fn person(i: usize) -> Value {
     json!({"cells": {"info:name": format!("用户{i}"), "info:phone": phone(i)}})
@@ -111,7 +60,7 @@ fn a_full_index_volume_pauses_indexing_and_resumes_when_space_returns() {
         acknowledged.push(i);
     }
 
-    let filler = volume.fill();
+    volume.fill();
     let mut full_answers = 0;
     for i in 20..40 {
         let (status, body) = write(&server, i, i % 5 == 0);
@@ -147,7 +96,7 @@ fn a_full_index_volume_pauses_indexing_and_resumes_when_space_returns() {
         "hbidx_indexer_errors_total did not count the failed commits"
     );
 
-    std::fs::remove_file(filler).unwrap();
+    volume.free();
     let started = Instant::now();
     eventually("indexing resumed", Duration::from_secs(20), || {
         (user_status(&server)["storage_full"] == false).then_some(())
@@ -204,7 +153,7 @@ fn a_full_data_volume_refuses_writes_with_507_and_loses_nothing() {
         acknowledged.push(i);
     }
 
-    let filler = volume.fill();
+    volume.fill();
     let mut refused = 0;
     for i in 20..40 {
         let (status, body) = write(&server, i, i % 2 == 0);
@@ -244,7 +193,7 @@ fn a_full_data_volume_refuses_writes_with_507_and_loses_nothing() {
 
     // Space returns: the index catches up on what the store acknowledged, but the store keeps
     // refusing writes until a restart.
-    std::fs::remove_file(filler).unwrap();
+    volume.free();
     eventually("the index caught up", Duration::from_secs(20), || {
         acknowledged
             .iter()

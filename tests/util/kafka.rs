@@ -26,10 +26,15 @@ pub fn unique_topic(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
-/// Creates a topic; the broker doesn't auto-create them.
+/// Creates a topic on the test broker; the broker doesn't auto-create them.
 pub fn create_topic(name: &str, partitions: i32) {
+    create_topic_on(&brokers(), name, partitions)
+}
+
+/// Creates a topic on the broker at `brokers`.
+pub fn create_topic_on(brokers: &str, name: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers())
+        .set("bootstrap.servers", brokers)
         .create()
         .expect("admin client");
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -42,10 +47,7 @@ pub fn create_topic(name: &str, partitions: i32) {
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
         ))
         .unwrap_or_else(|err| {
-            panic!(
-                "create topic {name} (is the broker at {} running?): {err}",
-                brokers()
-            )
+            panic!("create topic {name} (is the broker at {brokers} running?): {err}")
         });
     for result in results {
         result.unwrap_or_else(|(topic, err)| panic!("create topic {topic}: {err}"));

@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod kafka;
+pub mod tmpfs;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
