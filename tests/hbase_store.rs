@@ -439,6 +439,107 @@ fn with_a_kafka_source_the_replicated_copy_is_a_no_op_and_closes_a_crashed_write
     drop(hbase);
 }
 
+/// A store reindex builds its index from a scan, which can't show a delete: the deleted row is
+/// just absent. The topic's events after the job's start are replayed onto the new index, so a
+/// late put older than the row's delete (masked in HBase) must stay masked there too.
+#[test]
+fn a_store_reindex_keeps_the_deletes_that_mask_late_puts() {
+    use util::kafka::{Producer, create_topic, json_source, unique_topic};
+
+    let dir = tempfile::tempdir().unwrap();
+    let thrift = format!("127.0.0.1:{}", free_port());
+    let hbase = start_standin(dir.path(), &dir.path().join("hbase"), &thrift);
+    let topic = unique_topic("reindex-deletes");
+    create_topic(&topic, 1);
+    let config = hbase_config(dir.path(), &thrift, "default");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&json_source(&topic, "user", "json"));
+    std::fs::write(&config, text).unwrap();
+    let producer = Producer::exact(&topic);
+    let ts = 1_700_000_000_000i64;
+    // Each write into "HBase" first, then its event, as replication would bring it.
+    let replicate = |key: &str, event: Value| {
+        producer.send(key.as_bytes(), &serde_json::to_vec(&event).unwrap());
+        producer.flush();
+    };
+    let put_both = |key: &str, phone: &str, ts: i64| {
+        let cells = json!({"info:phone": phone});
+        let (status, body) = put(
+            &hbase.url(&format!("/v1/tables/user/rows/{key}")),
+            &json!({"cells": cells, "ts": ts}),
+        );
+        assert_eq!(status, 200, "{body}");
+        replicate(
+            key,
+            json!({"table": "user", "key": key, "op": "put", "ts": ts, "cells": cells}),
+        );
+    };
+    put_both("u0001", &phone(1), ts);
+    put_both("u0002", &phone(2), ts + 100);
+    let (status, body) =
+        util::delete(&hbase.url(&format!("/v1/tables/user/rows/u0002?ts={}", ts + 200)));
+    assert_eq!(status, 200, "{body}");
+    replicate(
+        "u0002",
+        json!({"table": "user", "key": "u0002", "op": "delete_row", "ts": ts + 200}),
+    );
+
+    let sidecar = Server::start(
+        &["--config", &config, "serve"],
+        &dir.path().join("here"),
+        &[],
+    );
+    let index_only =
+        |value: &str| keys(&lookup(&sidecar, &format!("phone={value}&index_only=true")).1);
+    eventually("the topic indexed", Duration::from_secs(60), || {
+        (index_only(&phone(1)) == vec!["u0001"]).then_some(())
+    });
+    assert!(index_only(&phone(2)).is_empty());
+
+    let (status, job) = post(
+        &sidecar.url("/v1/tables/user/reindex"),
+        &json!({"from": "store"}),
+    );
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_u64().unwrap();
+    // Once the job runs, its start checkpoint is taken: the late put comes after it and is
+    // replayed onto the new index, whenever the swap happens.
+    eventually("the reindex running", Duration::from_secs(30), || {
+        let (_, job) = get(&sidecar.url(&format!("/v1/jobs/{id}")));
+        (job["phase"] != "starting" || job["state"] != "running").then_some(())
+    });
+    put_both("u0002", &phone(3), ts + 150);
+    let job = eventually("the reindex done", Duration::from_secs(60), || {
+        let (_, job) = get(&sidecar.url(&format!("/v1/jobs/{id}")));
+        (job["state"] != "running").then_some(job)
+    });
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(get(&hbase.url("/v1/tables/user/rows/u0002")).0, 404);
+    // The late put is the topic's fourth event (offset 3): the new live indexer's committed
+    // checkpoint covers it once it has replayed it.
+    eventually("the late put replayed", Duration::from_secs(60), || {
+        let (_, status) = get(&sidecar.url("/v1/indexer/status"));
+        let checkpoint = status["tables"]["user"]["checkpoint"].as_object()?.clone();
+        checkpoint.values().any(|offset| offset == 3).then_some(())
+    });
+    assert!(
+        index_only(&phone(3)).is_empty(),
+        "the late put came back as a ghost"
+    );
+    assert!(index_only(&phone(2)).is_empty());
+    assert_eq!(index_only(&phone(1)), vec!["u0001"]);
+    let (code, report) = cli(&[
+        "--config",
+        &config,
+        "verify",
+        "user",
+        "--server",
+        &sidecar.url(""),
+    ]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report_count(&report, "ghosts in the index"), 0, "{report}");
+}
+
 /// The example table and a copy of it named `member`: `user` is fed by HBase Kafka Proxy Avro
 /// events, `member` by hbidx JSON events.
 fn two_tables() -> String {
