@@ -704,3 +704,26 @@ fn an_idle_write_through_publisher_sleeps_and_still_publishes() {
     let (_, body) = get(&server.url("/v1/tables/user/rows?phone=13900139000"));
     assert_eq!(util::keys(&body), vec!["u2".to_string()], "{body}");
 }
+
+/// Partitions are assigned by hand, not by a consumer group: an instance started before its
+/// topic exists looks again until it finds the partitions, then indexes from the beginning.
+#[test]
+fn a_topic_created_after_start_is_found_and_indexed() {
+    let topic = unique_topic("late-topic");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &[], &json_source(&topic, "user", "json"));
+    let server = serve(&dir.path().join("data"), &config);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(status(&server)["tables"]["user"]["partitions"], json!([]));
+
+    create_topic(&topic, 3);
+    let ops = workload(300);
+    produce_json(&Producer::exact(&topic), "user", &ops);
+    wait_caught_up(&server, "user", 3, Duration::from_secs(60));
+    check_all_rows(&server, "user", &ground_truth(&ops));
+    assert!(
+        server.log_text().contains("partitions assigned"),
+        "{}",
+        server.log_text()
+    );
+}
