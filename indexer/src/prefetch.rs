@@ -269,7 +269,10 @@ impl<S: Source> Poller<S> {
                 }
             }
             let polled = self.inner.poll(self.max.load(Ordering::Relaxed), POLL_WAIT);
-            self.refresh_report();
+            // A batch's counters (dead letters, skips, event times) go into the report before the
+            // indexer can commit the batch, so a status whose checkpoint covers an event also
+            // counts it. The wrapped source limits its own costly part (watermark fetches).
+            self.refresh_report(matches!(&polled, Ok(events) if !events.is_empty()));
             let failed = polled.is_err();
             if matches!(&polled, Ok(events) if events.is_empty()) {
                 continue;
@@ -353,10 +356,12 @@ impl<S: Source> Poller<S> {
         }
     }
 
-    fn refresh_report(&mut self) {
-        if self
-            .reported_at
-            .is_none_or(|at| at.elapsed() >= REPORT_EVERY)
+    /// Takes the wrapped source's report when `now` or once [`REPORT_EVERY`].
+    fn refresh_report(&mut self, now: bool) {
+        if now
+            || self
+                .reported_at
+                .is_none_or(|at| at.elapsed() >= REPORT_EVERY)
         {
             self.reported_at = Some(Instant::now());
             let report = self.inner.report();
@@ -419,6 +424,14 @@ mod tests {
                 self.committed.lock().unwrap().push(at);
             }
         }
+        /// The high watermark is the next offset it will hand out.
+        fn report(&mut self) -> Vec<PartitionReport> {
+            vec![PartitionReport {
+                partition: 0,
+                high_watermark: Some(self.next),
+                ..PartitionReport::default()
+            }]
+        }
         fn commit_barrier(&self) -> Option<CommitBarrier> {
             let barriers = self.barriers.clone();
             Some(Arc::new(move || {
@@ -436,6 +449,29 @@ mod tests {
 
     fn offsets(events: &[ChangeEvent]) -> Vec<i64> {
         events.iter().map(|event| event.offset).collect()
+    }
+
+    /// A status whose checkpoint covers a batch must count the batch too (its dead letters,
+    /// its position): the report is refreshed with every batch, not only once a second.
+    #[test]
+    fn the_report_covers_every_batch_handed_over() {
+        let mut source = Prefetch::new(Log {
+            next: 0,
+            committed: Arc::new(Mutex::new(Vec::new())),
+            barriers: Arc::new(AtomicU64::new(0)),
+            failing_seeks: 0,
+        })
+        .unwrap();
+        source.seek(&at(9)).unwrap();
+        for _ in 0..5 {
+            let batch = source.poll(4, Duration::from_secs(5)).unwrap();
+            let last = batch.last().expect("a batch").offset;
+            let report = source.report();
+            assert!(
+                report[0].high_watermark >= Some(last + 1),
+                "batch up to {last}, report {report:?}"
+            );
+        }
     }
 
     #[test]
