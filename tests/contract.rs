@@ -6,6 +6,10 @@
 //! Checks: every one schemathesis has except `positive_data_acceptance`, which expects a 2xx
 //! for any value the schema admits; a phone or idcard parameter is a string in the schema, and
 //! what the normalisers accept (spaces, dashes, +86, checksums) is not a JSON Schema pattern.
+//! And except `use_after_free`, which expects a row to be gone after any 200 `DELETE`: a delete
+//! with `?ts=` removes only the cells up to that timestamp, as HBase's `deleteAllRowTs` does, so
+//! a row written after it rightly stays (tests/e2e_embedded.rs checks deletes, with and without
+//! `ts`).
 //! So: no 5xx, no status code, content type, header or body the document doesn't declare, and
 //! invalid input refused.
 //!
@@ -59,7 +63,7 @@ fn the_api_matches_its_openapi_document() {
             "--checks",
             "all",
             "--exclude-checks",
-            "positive_data_acceptance",
+            "positive_data_acceptance,use_after_free",
         ])
         .args(["--workers", "1", "--max-examples", "100"])
         .args(["--request-timeout", "10", "--no-color"])
