@@ -496,6 +496,13 @@ fn dockerfile_is_multi_stage_with_a_slim_runtime() {
     let builder: String = text.split("FROM ").nth(1).unwrap().to_string();
     // librdkafka builds with the image's own compiler and make: no cmake to install.
     assert!(!builder.contains("apt-get install"), "{builder}");
+    // What ships is the production profile (whole-program optimisation), not the release one
+    // the demo and the tests build.
+    assert!(
+        builder.contains("cargo build --profile production")
+            && builder.contains("target/production/hbidx"),
+        "{builder}"
+    );
     assert!(text.contains("COPY --from=builder"));
     // The default command's config is one of deploy/config's files (copied to /etc/hbidx).
     let cmd = text.lines().find(|l| l.starts_with("CMD ")).expect("a CMD");
