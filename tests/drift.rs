@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hbidx_schema::model::{CellOp, Mutation};
 use serde_json::json;
-use util::{Server, cli, get, keys, put, report_count};
+use util::{Server, cli, eventually, get, keys, put, report_count};
 
 const ROWS: usize = 300;
 
@@ -114,9 +114,16 @@ fn verify_finds_and_repairs_drift_and_store_reindex_rebuilds_while_serving() {
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(100));
+    // Lookups answered before the rebuild starts and after it has swapped the index.
+    let answered_after = |at_least: u64| {
+        eventually("lookups answered", Duration::from_secs(30), || {
+            (ok.load(Ordering::Relaxed) + bad.load(Ordering::Relaxed) >= at_least).then_some(())
+        })
+    };
+    answered_after(5);
     let (code, out) = cli(&["reindex", "user", "--from-store", "--server", &server.base]);
-    std::thread::sleep(Duration::from_millis(100));
+    let during = ok.load(Ordering::Relaxed) + bad.load(Ordering::Relaxed);
+    answered_after(during + 5);
     stop.store(true, Ordering::Relaxed);
     prober.join().unwrap();
     assert_eq!(code, 0, "{out}");

@@ -190,6 +190,8 @@ pub struct KafkaSource {
     foreign_in_poll: u64,
     /// When the topic's partitions were last looked up (`discover_partitions`).
     discovered_at: Option<Instant>,
+    /// The topic was looked up and had no partitions (said once, until it has some).
+    said_no_partitions: bool,
 }
 
 /// How often a live source looks for partitions added to its topic.
@@ -340,6 +342,7 @@ impl KafkaSource {
             foreign_counter: None,
             foreign_in_poll: 0,
             discovered_at: None,
+            said_no_partitions: false,
         })
     }
 
@@ -387,13 +390,19 @@ impl KafkaSource {
         };
         let returned = lock(&self.positions.returned).clone();
         let mut added = TopicPartitionList::new();
-        for partition in metadata
+        let partitions: Vec<i32> = metadata
             .topics()
             .iter()
             .filter(|t| t.name() == self.config.topic)
             .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-            .filter(|p| !assigned.contains(p))
-        {
+            .collect();
+        if partitions.is_empty() && assigned.is_empty() && !self.said_no_partitions {
+            // Once: an operator who started hbidx before creating the topic sees why nothing
+            // is indexed yet; the lookup is repeated every second.
+            self.said_no_partitions = true;
+            tracing::warn!(source = %self.name, topic = %self.config.topic, "the topic has no partitions yet (does it exist?); looking again every second");
+        }
+        for partition in partitions.into_iter().filter(|p| !assigned.contains(p)) {
             let offset = match returned.get(&partition) {
                 Some(offset) => Offset::Offset(offset + 1),
                 None => match self.positions.start {

@@ -91,6 +91,8 @@ struct Shared {
 struct PollState {
     in_flight: usize,
     stopping: bool,
+    /// The polling thread is asleep on the condition variable (what the tests synchronise on).
+    waiting: bool,
 }
 
 impl Shared {
@@ -120,11 +122,13 @@ impl Shared {
     fn next_poll(&self) -> Option<Duration> {
         let mut state = self.lock();
         if state.in_flight == 0 && !state.stopping {
+            state.waiting = true;
             state = self
                 .wake
                 .wait_timeout_while(state, IDLE_POLL, |s| s.in_flight == 0 && !s.stopping)
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .0;
+            state.waiting = false;
         }
         if state.stopping && state.in_flight == 0 {
             return None;
@@ -238,7 +242,11 @@ mod tests {
         let waker = {
             let shared = shared.clone();
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
+                // Only once the poller is asleep: a send that came first would not prove it
+                // is woken.
+                while !shared.lock().waiting {
+                    std::thread::yield_now();
+                }
                 shared.started();
             })
         };

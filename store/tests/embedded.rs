@@ -572,11 +572,18 @@ fn subscribers_and_blocked_threads_see_each_commit() {
         let store = Arc::clone(&store);
         std::thread::spawn(move || store.wait_for_offset_after(TABLE, 0, Duration::from_secs(30)))
     };
-    std::thread::sleep(Duration::from_millis(50));
+    // The write comes only once the waiter is blocked, so the test proves the commit wakes it.
+    while store.feed_waiters(TABLE) == 0 {
+        std::thread::yield_now();
+    }
+    let written = std::time::Instant::now();
     store
         .mutate_sync(vec![mutation("r", vec![put("i:a", 1, "v")])])
         .expect("write");
     assert_eq!(waiter.join().expect("waiter thread"), 1);
+    // Woken by the commit, not by its 30 s timeout (which would return 1 as well).
+    assert!(written.elapsed() < Duration::from_secs(20));
+    assert_eq!(store.feed_waiters(TABLE), 0);
     assert!(receiver.has_changed().expect("open channel"));
     assert_eq!(*receiver.borrow_and_update(), 1);
 
@@ -635,31 +642,32 @@ fn concurrent_writers_produce_a_feed_whose_replay_equals_the_store() {
 
 const CRASH_DIR_ENV: &str = "HBIDX_STORE_CRASH_DIR";
 
-/// The child half of [`committed_writes_survive_kill_9`]: writes batches of 50 new rows forever,
-/// printing the number of rows committed after each commit. Does nothing unless started by it.
-#[test]
-#[ignore = "child process of committed_writes_survive_kill_9"]
-fn crash_writer_child() {
-    let Some(dir) = std::env::var_os(CRASH_DIR_ENV) else {
-        return;
-    };
-    let store = open(Path::new(&dir));
+/// The child half of [`committed_writes_survive_kill_9`], run by that same test in a second
+/// process of this binary (so no separate, ignored test is needed): writes batches of 50 new
+/// rows forever, printing the number of rows committed after each commit.
+fn crash_writer_child(dir: &Path) -> ! {
+    let store = open(dir);
     let mut written = 0usize;
-    while written < 10_000_000 {
+    loop {
         let mutations = (written..written + 50)
             .map(|n| mutation(&format!("row{n:09}"), vec![put("info:v", 1, "x")]))
             .collect();
         store.mutate_sync(mutations).expect("write");
         written += 50;
         println!("committed {written}");
+        // Killed long before; ends the child should its parent have gone.
+        assert!(written < 10_000_000, "the parent never killed the writer");
     }
 }
 
 #[test]
 fn committed_writes_survive_kill_9() {
+    if let Some(dir) = std::env::var_os(CRASH_DIR_ENV) {
+        crash_writer_child(Path::new(&dir));
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args(["crash_writer_child", "--exact", "--ignored", "--nocapture"])
+        .args(["committed_writes_survive_kill_9", "--exact", "--nocapture"])
         .args(["--test-threads", "1"])
         .env(CRASH_DIR_ENV, dir.path())
         .stdout(Stdio::piped())

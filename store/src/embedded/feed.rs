@@ -1,6 +1,7 @@
 //! The change feed: the per-table clock of the last committed offset, and reading, waiting on
 //! and trimming the events that every write to a configured table commits with its rows.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,6 +18,8 @@ pub(super) struct FeedClock {
     committed: Mutex<i64>,
     advanced: Condvar,
     watch: watch::Sender<i64>,
+    /// Threads blocked in [`EmbeddedStore::wait_for_offset_after`], changed under `committed`.
+    waiters: std::sync::atomic::AtomicUsize,
 }
 
 impl FeedClock {
@@ -25,6 +28,7 @@ impl FeedClock {
             committed: Mutex::new(committed),
             advanced: Condvar::new(),
             watch: watch::Sender::new(committed),
+            waiters: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -133,12 +137,23 @@ impl EmbeddedStore {
             return 0;
         };
         let committed = lock(&table.clock.committed);
+        let waiters = &table.clock.waiters;
+        waiters.fetch_add(1, Ordering::SeqCst);
         let (committed, _) = table
             .clock
             .advanced
             .wait_timeout_while(committed, timeout, |committed| *committed <= after)
             .unwrap_or_else(PoisonError::into_inner);
+        waiters.fetch_sub(1, Ordering::SeqCst);
         *committed
+    }
+
+    /// How many threads are blocked in [`Self::wait_for_offset_after`] on `table`. A thread
+    /// counted here has checked the offset under the clock's lock, so any commit from now on
+    /// wakes it.
+    pub fn feed_waiters(&self, table: &str) -> usize {
+        self.find_table(table)
+            .map_or(0, |table| table.clock.waiters.load(Ordering::SeqCst))
     }
 
     /// Deletes the change events of `table` with offset `<= upto_offset` (clamped to the last
