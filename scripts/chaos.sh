@@ -2,7 +2,7 @@
 # The chaos soak at full length (tests/chaos.rs explains the parts, the faults and the oracle):
 # release binaries, 24 kill -9 of hbidx plus broker, "HBase" and disk-full faults, then the
 # oracle; prints the faults, the ops, the lookups by status and the oracle's counts. The test
-# suite runs the same test short (6 kills, debug build).
+# suite runs the same test short (6 kills, with a seed derived from the commit).
 #
 #   bash scripts/chaos.sh                       # CHAOS_KILLS=24, a seed from the clock (printed)
 #   CHAOS_SEED=1764139200 bash scripts/chaos.sh # replay a run's fault plan and ops
@@ -18,4 +18,4 @@ cd "$(dirname "$0")/.."
 bash scripts/test.sh --setup
 export CHAOS_KILLS=${CHAOS_KILLS:-24}
 printf '\n== chaos soak: cargo test --release --test chaos (CHAOS_KILLS=%s)\n' "$CHAOS_KILLS"
-cargo test --release --test chaos -- --nocapture
+cargo test --release --test chaos -- --include-ignored --nocapture

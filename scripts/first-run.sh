@@ -49,7 +49,7 @@ started=$(date +%s)
 cargo run --release -- demo --data-dir "$work/data" --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
 demo_pid=$!
 base=""
-# The release build (whole-program optimisation, ~10 minutes on 2 cores) and the load.
+# The release build (minutes on 2 cores; with the installs beside it in CI) and the load.
 for _ in $(seq 1 2400); do
   if ! kill -0 "$demo_pid" 2>/dev/null; then
     tail -50 "$log"

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: installs what the tests need when it is missing, starts
-# the Kafka-protocol test broker when it is not running, then runs `cargo test --workspace`
-# (extra arguments are passed on), and for the whole suite each fuzz target for a bounded time
-# (scripts/fuzz.sh, which installs cargo-fuzz when missing). `--setup` only installs and starts.
+# the Kafka-protocol test broker when it is not running, then runs every test of the workspace,
+# the ones plain `cargo test` leaves out included (`cargo test --release --workspace --
+# --include-ignored`; extra arguments go to cargo test before its `--`), and for the whole
+# suite each fuzz target for a bounded time (scripts/fuzz.sh, which installs cargo-fuzz when
+# missing). `--setup` only installs and starts.
+#
+# Plain `cargo test` runs every unit and in-process test and reports the tests that need what
+# only this script provides (a broker, root for a tmpfs, Chromium, Python tools) as ignored,
+# each with the reason. This script fails if its run reports any test ignored.
+#
+# The release profile: the README's first command (`cargo run --release -- demo`) compiles the
+# same dependencies, so on a fresh machine they are compiled once for both (Cargo.toml).
 #
 # - chromium (Debian): tests/dashboard.rs opens /dashboard in headless Chromium and keeps a
 #   screenshot in target/dashboard.png. Browsers can't be downloaded here; Debian's is used.
@@ -10,12 +19,17 @@
 #   (features dynostore and libsql, recorded in /opt/tansu/FEATURES): the broker for
 #   tests/kafka.rs, left running on 127.0.0.1:9092 for the next run (in-memory storage, so
 #   nothing piles up on disk), and the chaos soak's own broker (tests/chaos.rs: SQLite storage,
-#   so a restarted broker keeps its log). Building it takes 15-25 minutes once; an installed
-#   copy with those features is reused.
+#   so a restarted broker keeps its log). Built once, at opt-level 1 without debug info: a
+#   test broker, so half the build time of the default opt-level 3 matters more than its speed.
+#   An installed copy with those features is reused.
 # - happybase 1.2.0 (PyPI, pure Python on thriftpy2): the third-party HBase Thrift client that
 #   tests/gateway.rs runs against hbidx's Thrift gateway. Installed with pip when missing.
 # - schemathesis 4.32.5 and openapi-spec-validator 0.9.0 (PyPI): tests/contract.rs validates
 #   /openapi.json and runs schemathesis against a running demo. Installed with pip when missing.
+#
+# The chaos soak's seed (tests/chaos.rs) is derived from the commit under test unless
+# CHAOS_SEED is set, and printed: a failure replays with `CHAOS_SEED=<printed> bash
+# scripts/chaos.sh`.
 #
 # librdkafka needs nothing here: it is built from rdkafka's vendored source with configure/make.
 set -euo pipefail
@@ -68,7 +82,8 @@ export HBIDX_TANSU=$TANSU
 if [ "$TANSU" = /opt/tansu/bin/tansu ] \
   && { [ ! -x "$TANSU" ] || [ "$(cat "$TANSU_ROOT/FEATURES" 2>/dev/null)" != "$TANSU_FEATURES" ]; }; then
   log "cargo install tansu 0.6.0 ($TANSU_FEATURES) into $TANSU_ROOT"
-  cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false \
+    cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
     --root "$TANSU_ROOT"
   echo "$TANSU_FEATURES" >"$TANSU_ROOT/FEATURES"
 fi
@@ -84,14 +99,41 @@ if ! up; then
   up || { cat target/test-broker/tansu.log; echo "tansu did not start" >&2; exit 1; }
 fi
 
+# cargo-fuzz for scripts/fuzz.sh (which installs it too when run on its own): installed with
+# the rest, so that on a fresh machine it compiles beside the first build.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  log "cargo install cargo-fuzz 0.13.2"
+  cargo install cargo-fuzz --locked --version 0.13.2
+fi
+
 if [ "${1:-}" = "--setup" ]; then
   exit 0
 fi
-log "cargo test --workspace $*"
-cargo test --workspace "$@"
+# A seed per commit: the same commit replays the same fault plan and ops.
+if [ -z "${CHAOS_SEED:-}" ]; then
+  commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
+  CHAOS_SEED=$((16#$commit))
+fi
+export CHAOS_SEED
+log "cargo test --release --workspace $* --no-run"
+t=$(date +%s)
+cargo test --release --workspace "$@" --no-run
+log "built in $(($(date +%s) - t)) s; cargo test --release --workspace $* -- --include-ignored (CHAOS_SEED=$CHAOS_SEED)"
+t=$(date +%s)
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+cargo test --release --workspace "$@" -- --include-ignored 2>&1 | tee "$results"
+log "tests ran in $(($(date +%s) - t)) s"
+# Every test ran: a test reported ignored here would be one that checked nothing.
+if grep -E '^test result: .* [1-9][0-9]* ignored' "$results"; then
+  echo "tests were reported ignored above: every test must run in the full suite" >&2
+  exit 1
+fi
 
 # The whole suite (no selection of packages or tests) ends with each libFuzzer target for a
 # bounded time from its committed seeds (scripts/fuzz.sh; FUZZ_SECONDS=0 skips it).
 if { [ $# -eq 0 ] || [ "$*" = "--no-fail-fast" ]; } && [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  t=$(date +%s)
   bash scripts/fuzz.sh
+  log "fuzz targets built and run in $(($(date +%s) - t)) s"
 fi

@@ -32,7 +32,8 @@
 //! every phone and idcard ever written and every name, against HBase's rows, and `hbidx verify`
 //! over the whole table. Everything must be 0: lost, ghosts, acknowledged writes missing.
 //!
-//! Knobs (environment): `CHAOS_SEED` (default: from the clock, printed), `CHAOS_KILLS` (6),
+//! Knobs (environment): `CHAOS_SEED` (scripts/test.sh derives it from the commit; default here:
+//! from the clock; printed either way), `CHAOS_KILLS` (6),
 //! `CHAOS_ROWS` (1200 per writer).
 
 mod util;
@@ -1184,6 +1185,7 @@ fn wait_caught_up(sidecar: &Sidecar, client: &reqwest::blocking::Client) {
 }
 
 #[test]
+#[ignore = "needs root (a tmpfs) and tansu with SQLite storage: scripts/test.sh installs tansu and runs it"]
 fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
     let seed: u64 = env_or(
         "CHAOS_SEED",

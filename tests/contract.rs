@@ -35,6 +35,7 @@ fn run(command: &mut Command) -> (bool, String) {
 }
 
 #[test]
+#[ignore = "needs schemathesis and openapi-spec-validator (PyPI): scripts/test.sh installs them and runs it"]
 fn the_api_matches_its_openapi_document() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&["demo", "--rows", "2000"], dir.path(), &[]);

@@ -55,6 +55,7 @@ fn look_up(server: &Server, i: usize) {
 }
 
 #[test]
+#[ignore = "needs Chromium: scripts/test.sh installs it and runs it"]
 fn metrics_move_grafana_matches_and_the_dashboard_renders_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let server = Arc::new(Server::start(&["serve"], &dir.path().join("data"), &[]));

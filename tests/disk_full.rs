@@ -49,6 +49,7 @@ fn user_status(server: &Server) -> Value {
 /// stored and acknowledged, `wait=indexed` answers 507 saying the write is stored, the indexer
 /// pauses (one log line, errors counted) and catches up by itself once space is freed.
 #[test]
+#[ignore = "needs root to mount a tmpfs: scripts/test.sh runs it"]
 fn a_full_index_volume_pauses_indexing_and_resumes_when_space_returns() {
     let dir = tempfile::tempdir().unwrap();
     let volume = Tmpfs::mount(&dir.path().join("index/user"), 16);
@@ -141,6 +142,7 @@ fn a_full_index_volume_pauses_indexing_and_resumes_when_space_returns() {
 /// its journal can't take writes after a failed one, keeps refusing them until a restart, which
 /// /readyz and the message say; lookups go on; nothing acknowledged is lost.
 #[test]
+#[ignore = "needs root to mount a tmpfs: scripts/test.sh runs it"]
 fn a_full_data_volume_refuses_writes_with_507_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let volume = Tmpfs::mount(dir.path(), 64);

@@ -137,6 +137,7 @@ fn wait_for_phone(server: &Server, phone: &str, expected: &[&str]) -> Value {
 }
 
 #[test]
+#[ignore = "needs happybase 1.2.0 (PyPI): scripts/test.sh installs it and runs it"]
 fn happybase_works_against_the_gateway_and_lookups_find_its_rows() {
     let check = Command::new("python3")
         .args(["-c", "import happybase; print(happybase.__version__)"])

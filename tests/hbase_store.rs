@@ -362,6 +362,7 @@ fn a_table_missing_in_hbase_is_named_with_the_ddl_to_run() {
 /// HBase has but this index never got (a crash between the two) is closed by its replicated
 /// event.
 #[test]
+#[ignore = "needs a Kafka broker at HBIDX_TEST_KAFKA: scripts/test.sh starts one and runs it"]
 fn with_a_kafka_source_the_replicated_copy_is_a_no_op_and_closes_a_crashed_write() {
     use util::kafka::{Producer, create_topic, json_source, unique_topic};
 
@@ -443,6 +444,7 @@ fn with_a_kafka_source_the_replicated_copy_is_a_no_op_and_closes_a_crashed_write
 /// just absent. The topic's events after the job's start are replayed onto the new index, so a
 /// late put older than the row's delete (masked in HBase) must stay masked there too.
 #[test]
+#[ignore = "needs a Kafka broker at HBIDX_TEST_KAFKA: scripts/test.sh starts one and runs it"]
 fn a_store_reindex_keeps_the_deletes_that_mask_late_puts() {
     use util::kafka::{Producer, create_topic, json_source, unique_topic};
 
@@ -560,6 +562,7 @@ fn two_tables() -> String {
 /// the checkpoint covers every offset; `verify` and `reindex --from-store` scan only the
 /// shard's range of an "HBase" that holds the rows of both shards.
 #[test]
+#[ignore = "needs a Kafka broker at HBIDX_TEST_KAFKA: scripts/test.sh starts one and runs it"]
 fn a_shard_indexes_only_its_rows_from_kafka_and_from_the_store() {
     use util::kafka::{Producer, create_topic, json_source, unique_topic};
 
