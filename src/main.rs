@@ -154,6 +154,9 @@ enum Command {
         thrift_listen: Option<SocketAddr>,
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
+    ///
+    /// Only in a build with `--features bench` (scripts/bench.sh builds one).
+    #[cfg(feature = "bench")]
     Bench(hbidx_bench::bench::BenchArgs),
     /// Rebuild a table's index and swap it in while lookups go on.
     ///
@@ -254,7 +257,9 @@ enum SchemaCommand {
 fn main() {
     disable_transparent_huge_pages();
     let matches = Cli::command().get_matches();
+    #[cfg_attr(not(feature = "bench"), allow(unused_mut))]
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    #[cfg(feature = "bench")]
     if matches!(cli.command, Command::Bench(_))
         && matches.value_source("log") == Some(clap::parser::ValueSource::DefaultValue)
     {
@@ -351,12 +356,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             thrift_listen,
         } => {
             let config = tools::parse_instance(&config_text, identity)?;
-            let serving = hbidx_bench::demo::Serving {
+            let serving = hbidx_demo::Serving {
                 listen: config.server.listen(listen),
                 gateway: hbidx_serve::gateway_options(&config.server, thrift_listen),
                 http_threads: hbidx_serve::HttpThreads::from_config(&config.server),
             };
-            tokio_runtime()?.block_on(hbidx_bench::demo::run(
+            tokio_runtime()?.block_on(hbidx_demo::run(
                 config,
                 serving,
                 data_dir,
@@ -365,6 +370,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 api_key.key,
             ))
         }
+        #[cfg(feature = "bench")]
         Command::Bench(args) => {
             let config = tools::parse_instance(&config_text, identity)?;
             let mut http_threads = hbidx_serve::HttpThreads::from_config(&config.server);

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use hbidx_demo::{PersonColumns, demo_table};
 use hbidx_indexer::CommitPolicy;
 use hbidx_schema::config::{EventFormat, HbidxConfig, KafkaSourceConfig, StartPolicy};
 use rdkafka::ClientConfig;
@@ -25,7 +26,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::bench::Row;
-use crate::demo::{PersonColumns, demo_table};
 use crate::report::RssMonitor;
 use hbidx_store::now_ms;
 
@@ -291,7 +291,7 @@ pub async fn run(
         .clone()
         .context("the Kafka table has no publisher")?;
     let mut latencies = Vec::new();
-    for person in crate::people::PeopleGen::new(crate::demo::DEMO_SEED ^ 0xbe7c)
+    for person in hbidx_demo::people::PeopleGen::new(hbidx_demo::DEMO_SEED ^ 0xbe7c)
         .skip(n)
         .take(200)
     {

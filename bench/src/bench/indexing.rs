@@ -5,14 +5,14 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use hbidx_demo::people::{PeopleGen, Person};
+use hbidx_demo::{DEMO_SEED, PersonColumns};
 use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
 use hbidx_schema::config::{HbidxConfig, TableConfig};
 
 use super::measure::{commit_summary, cpu_per_event, process_cpu_seconds};
 use super::{BATCH, BenchArgs};
 use crate::bench::Row;
-use crate::demo::{DEMO_SEED, PersonColumns};
-use crate::people::{PeopleGen, Person};
 use crate::report::UniformSample;
 use hbidx_store::now_ms;
 

@@ -29,11 +29,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use hbidx_demo::{PersonColumns, demo_table};
 use hbidx_indexer::CommitPolicy;
 use hbidx_schema::config::HbidxConfig;
 use serde_json::json;
 
-use crate::demo::{PersonColumns, demo_table};
 pub(crate) use crate::report::Row;
 use crate::report::RssMonitor;
 
