@@ -14,9 +14,11 @@
 //! [`ApiError`], [`Reindexer`], [`spawn_checker`], and the items above.
 
 pub mod auth;
+mod by_key;
 mod cluster;
 mod error;
 mod extract;
+mod index_wait;
 mod jobs;
 mod lookup;
 mod openapi;
@@ -249,9 +251,9 @@ pub(crate) fn routes(max_body_bytes: usize) -> OpenApiRouter<SharedState> {
         .routes(routes!(list_tables))
         .routes(routes!(lookup::get_rows))
         .routes(routes!(lookup::batch_lookup).layer(body_limit))
-        .routes(routes!(write::get_row, write::delete_row))
+        .routes(routes!(by_key::get_row, write::delete_row))
         .routes(routes!(write::put_row).layer(body_limit))
-        .routes(routes!(write::rowkey))
+        .routes(routes!(by_key::rowkey))
         .routes(routes!(jobs::start_reindex).layer(body_limit))
         .routes(routes!(verify::start_verify).layer(body_limit))
         .routes(routes!(jobs::get_job))
