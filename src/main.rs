@@ -4,9 +4,11 @@
 //! binary, the same as `deploy/config/hbidx.toml`). Errors print one line naming the problem and
 //! exit with code 2.
 
+mod admin_client;
+mod config_file;
 mod keys;
 mod logging;
-mod tools;
+mod schema_tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,7 +88,7 @@ enum Command {
         #[arg(long)]
         regions: Option<u32>,
         #[arg(long, value_enum)]
-        algo: Option<tools::SplitAlgoArg>,
+        algo: Option<schema_tools::SplitAlgoArg>,
         /// For --algo sampled: natural keys, one per line (default: 100k generated sequential uids).
         #[arg(long, value_name = "FILE")]
         sample: Option<PathBuf>,
@@ -107,7 +109,7 @@ enum Command {
         #[arg(long, value_name = "N")]
         generate: Option<usize>,
         #[arg(long, value_enum, default_value = "sequential")]
-        pattern: tools::Pattern,
+        pattern: schema_tools::Pattern,
         /// Number of regions (default: the table's configured splits, else 10).
         #[arg(long)]
         regions: Option<u32>,
@@ -290,27 +292,27 @@ fn disable_transparent_huge_pages() {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let config_text = tools::read_config_text(cli.config.as_deref())?;
+    let config_text = config_file::read_config_text(cli.config.as_deref())?;
     let identity = (cli.shard, cli.replica);
     match cli.command {
         Command::Schema {
             command: SchemaCommand::Check { file },
-        } => tools::schema_check(&file),
-        Command::Rowkey { table, key } => tools::rowkey(&config_text, &table, &key),
+        } => schema_tools::schema_check(&file),
+        Command::Rowkey { table, key } => schema_tools::rowkey(&config_text, &table, &key),
         Command::Splits {
             table,
             regions,
             algo,
             sample,
-        } => tools::splits(&config_text, &table, regions, algo, sample.as_deref()),
-        Command::Ddl { table } => tools::ddl(&config_text, &table),
+        } => schema_tools::splits(&config_text, &table, regions, algo, sample.as_deref()),
+        Command::Ddl { table } => schema_tools::ddl(&config_text, &table),
         Command::Hotspot {
             table,
             sample,
             generate,
             pattern,
             regions,
-        } => tools::hotspot(
+        } => schema_tools::hotspot(
             &config_text,
             &table,
             sample.as_deref(),
@@ -324,7 +326,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api_key,
             thrift_listen,
         } => {
-            let config = tools::parse_instance(&config_text, identity)?;
+            let config = config_file::parse_instance(&config_text, identity)?;
             let auth = hbidx_serve::serve_auth(&config, api_key.key.as_deref())?;
             let http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             tokio_runtime()?.block_on(async move {
@@ -355,7 +357,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api_key,
             thrift_listen,
         } => {
-            let config = tools::parse_instance(&config_text, identity)?;
+            let config = config_file::parse_instance(&config_text, identity)?;
             let serving = hbidx_demo::Serving {
                 listen: config.server.listen(listen),
                 gateway: hbidx_serve::gateway_options(&config.server, thrift_listen),
@@ -372,7 +374,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         #[cfg(feature = "bench")]
         Command::Bench(args) => {
-            let config = tools::parse_instance(&config_text, identity)?;
+            let config = config_file::parse_instance(&config_text, identity)?;
             let mut http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             if let Some(count) = args.server_workers {
                 http_threads.count = count;
@@ -398,7 +400,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 server,
                 api_key.key,
                 &data_dir,
-                |url, key| tools::reindex(url, key, &table, from),
+                |url, key| admin_client::reindex(url, key, &table, from),
             )
         }
         Command::Verify {
@@ -416,7 +418,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 server,
                 api_key.key,
                 &data_dir,
-                |url, key| tools::verify(url, key, &table, sample, repair),
+                |url, key| admin_client::verify(url, key, &table, sample, repair),
             )?;
             if drift > 0 {
                 std::process::exit(1);
@@ -450,7 +452,7 @@ fn with_server<T>(
         )?;
         return f(&server, &api_key);
     }
-    let config = tools::parse_instance(config_text, identity)?;
+    let config = config_file::parse_instance(config_text, identity)?;
     let run_key = hbidx_query::auth::generate_key();
     let mut security = hbidx_query::auth::SecurityConfig::default();
     security
