@@ -355,18 +355,14 @@ fn store_options(config: &HbidxConfig) -> hbidx_store::EmbeddedStoreOptions {
     }
 }
 
-/// Every index writer's heap and each searcher's rowkey cache, from `[memory]`. `[server]
-/// rowkey_cache_mb`, where a config still sets it, is a per-table rowkey cache and wins.
+/// Every index writer's heap and each searcher's rowkey cache, from `[memory]`.
 pub fn writer_options(config: &HbidxConfig) -> WriterOptions {
     let memory = &config.memory;
     let tables = config.tables.len();
     WriterOptions {
         memory_budget_bytes: usize::try_from(memory.writer_heap_bytes(tables))
             .unwrap_or(usize::MAX),
-        rowkey_cache_bytes: config
-            .server
-            .rowkey_cache_bytes
-            .unwrap_or_else(|| memory.per_table(MemoryPart::RowkeyCache, tables)),
+        rowkey_cache_bytes: memory.per_table(MemoryPart::RowkeyCache, tables),
         // Every writer (live, reindex shadows) indexes only this instance's shard.
         cluster: config.cluster.clone().map(Arc::new),
         ..WriterOptions::default()
@@ -399,12 +395,7 @@ fn memory_probe(
             .as_ref()
             .map(|store| store.memory())
             .unwrap_or_default();
-        let rowkeys = searchers
-            .iter()
-            .map(|s| s.rowkey_cache_stats())
-            .fold((0, 0), |(bytes, budget), c| {
-                (bytes + c.bytes, budget + c.budget)
-            });
+        let rowkeys: u64 = searchers.iter().map(|s| s.rowkey_cache_stats().bytes).sum();
         MemoryPart::ALL
             .into_iter()
             .map(|part| {
@@ -416,8 +407,7 @@ fn memory_probe(
                     MemoryPart::StoreCache => (Some(store.block_cache_bytes), budget.bytes(part)),
                     MemoryPart::StoreMemtables => (Some(store.memtable_bytes), budget.bytes(part)),
                     MemoryPart::RowCache => (Some(store.row_cache_bytes), budget.bytes(part)),
-                    // A `[server] rowkey_cache_mb` override sets the caches' real bound.
-                    MemoryPart::RowkeyCache => (Some(rowkeys.0), rowkeys.1),
+                    MemoryPart::RowkeyCache => (Some(rowkeys), budget.bytes(part)),
                     MemoryPart::SourceBuffers => (None, budget.bytes(part)),
                 };
                 hbidx_query::MemoryUse {
@@ -664,15 +654,16 @@ mod tests {
         assert!(!crate::reindex::shadow_dir(&index_dir).exists());
     }
 
-    /// `[server] rowkey_cache_mb` is the budget the served tables' searchers get, over
-    /// `[memory]`'s split.
+    /// `[memory] rowkey_cache_mb` is the total: each served table's searcher gets its share.
     #[test]
-    fn the_server_rowkey_cache_budget_reaches_the_searchers() {
+    fn the_memory_rowkey_cache_budget_is_split_between_the_searchers() {
+        let example = hbidx_schema::EXAMPLE_CONFIG;
         let text = format!(
-            "{}\n[server]\nrowkey_cache_mb = 3\n",
-            hbidx_schema::EXAMPLE_CONFIG
+            "{example}\n{}\n[memory]\nrowkey_cache_mb = 6\n",
+            example.replace("name = \"user\"", "name = \"user2\"")
         );
         let config = hbidx_schema::parse_config(&text).unwrap();
+        assert_eq!(config.tables.len(), 2);
         let dir = tempfile::tempdir().unwrap();
         let runtime = open(
             &config,
@@ -681,6 +672,7 @@ mod tests {
             hbidx_query::auth::Auth::default(),
         )
         .unwrap();
+        assert_eq!(runtime.state.tables.len(), 2);
         for table in runtime.state.tables.values() {
             assert_eq!(table.searcher.rowkey_cache_stats().budget, 3 << 20);
         }
