@@ -23,8 +23,8 @@ mod jobs;
 mod lookup;
 mod openapi;
 mod ops;
+mod read_repair;
 mod readiness;
-mod repair;
 mod telemetry;
 mod verify;
 mod write;
@@ -97,7 +97,7 @@ pub struct QueryCounters {
     /// Index hits whose row no longer matched the lookup (or no longer existed).
     pub stale_dropped: AtomicU64,
     pub writes: AtomicU64,
-    /// Repairs handed to an indexer after a stale hit (`repair.rs`).
+    /// Repairs handed to an indexer after a stale hit (`read_repair.rs`).
     pub read_repairs: AtomicU64,
     /// Stale hits not repaired because too many repairs were running.
     pub repairs_skipped: AtomicU64,
@@ -158,7 +158,7 @@ impl AppState {
             store_has_feed: true,
             store_name: "embedded",
             readiness: readiness::Readiness::default(),
-            repair_permits: repair::permits(),
+            repair_permits: read_repair::permits(),
             auth: auth::Auth::default(),
             metrics: None,
             ops: ops::Ops::default(),

@@ -218,7 +218,7 @@ pub(crate) async fn repair(
         .filter(|rowkey| super::in_range(range.as_ref(), rowkey))
         .collect();
     let scheduled = rowkeys.len();
-    crate::repair::schedule_local(&state, runtime, rowkeys);
+    crate::read_repair::schedule_local(&state, runtime, rowkeys);
     Ok(Json(serde_json::json!({ "scheduled": scheduled })))
 }
 

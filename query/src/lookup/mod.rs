@@ -195,7 +195,7 @@ async fn lookup_rows(
             .counters
             .stale_dropped
             .fetch_add(dropped as u64, Ordering::Relaxed);
-        crate::repair::schedule(state, runtime, stale);
+        crate::read_repair::schedule(state, runtime, stale);
     }
     state
         .counters
