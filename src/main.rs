@@ -330,13 +330,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let auth = hbidx_serve::serve_auth(&config, api_key.key.as_deref())?;
             let http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             tokio_runtime()?.block_on(async move {
-                let runtime = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
+                let instance = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
                 if let Some(gateway) = hbidx_serve::gateway_options(&config.server, thrift_listen) {
-                    hbidx_serve::start_gateway(&runtime, &config, gateway)?;
+                    hbidx_serve::start_gateway(&instance, &config, gateway)?;
                 }
                 let listener = hbidx_serve::bind(config.server.listen(listen)).await?;
                 let bound = listener.local_addr()?;
-                let http = runtime.start_http(listener, &http_threads).await?;
+                let http = instance.start_http(listener, &http_threads).await?;
                 tracing::info!(
                     listen = %bound,
                     data_dir = %data_dir.display(),
@@ -346,7 +346,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 // Tests and scripts read this line to find an ephemeral port.
                 eprintln!("listening on http://{bound}");
-                runtime.serve(http).await
+                instance.serve(http).await
             })
         }
         Command::Demo {
@@ -460,8 +460,8 @@ fn with_server<T>(
         .map_err(|err| anyhow::anyhow!("{err}"))?;
     let auth = hbidx_query::auth::Auth::new(&security);
     let rt = tokio_runtime()?;
-    let (runtime, url) = rt.block_on(async {
-        let runtime = hbidx_serve::open(&config, data_dir, &Default::default(), auth)
+    let (instance, url) = rt.block_on(async {
+        let instance = hbidx_serve::open(&config, data_dir, &Default::default(), auth)
             .with_context(|| {
                 format!(
                     "opening {} (is a server running on it? then use --server)",
@@ -470,12 +470,12 @@ fn with_server<T>(
             })?;
         let listener = hbidx_serve::bind(([127, 0, 0, 1], 0).into()).await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let app = hbidx_query::app(runtime.state.clone());
+        let app = hbidx_query::app(instance.state.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        anyhow::Ok((runtime, url))
+        anyhow::Ok((instance, url))
     })?;
     let result = f(&url, &run_key);
-    rt.block_on(runtime.shutdown_indexers())?;
+    rt.block_on(instance.shutdown_indexers())?;
     result
 }
 

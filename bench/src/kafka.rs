@@ -218,13 +218,13 @@ pub async fn run(
     }];
     let kafka_dir = data_dir.join("kafka");
     // Nothing is served over HTTP here, so no API keys.
-    let runtime = hbidx_serve::open(
+    let instance = hbidx_serve::open(
         &kafka_config,
         &kafka_dir,
         &CommitPolicy::default(),
         hbidx_query::auth::Auth::default(),
     )?;
-    let runtime_table = runtime
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
@@ -283,7 +283,7 @@ pub async fn run(
         .value(rate, "events/s")
         .also("CPU", micros, "µs/event"),
     );
-    report.extend(rss.phase_with_budget("kafka → index", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("kafka → index", instance.state.memory.as_ref()));
 
     // 4. Produce → searchable, one write at a time through the write-through publisher.
     let publisher = runtime_table
@@ -316,6 +316,6 @@ pub async fn run(
         &mut latencies,
         &detail,
     ));
-    runtime.shutdown_indexers().await?;
+    instance.shutdown_indexers().await?;
     Ok(())
 }

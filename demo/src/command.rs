@@ -44,7 +44,7 @@ pub async fn run(
     let security = hbidx_serve::security_config(&config, Some(&api_key))?;
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-    let runtime = hbidx_serve::open(
+    let instance = hbidx_serve::open(
         &config,
         &data_dir,
         &Default::default(),
@@ -54,7 +54,7 @@ pub async fn run(
     let columns = PersonColumns::for_table(&table)?;
     let marker = data_dir.join(LOADED_MARKER);
     if marker.exists() {
-        let existing = runtime.embedded()?.count_rows(&table.name)?;
+        let existing = instance.embedded()?.count_rows(&table.name)?;
         eprintln!(
             "reusing {} ({} rows in table \"{}\"); nothing reloaded",
             data_dir.display(),
@@ -62,7 +62,7 @@ pub async fn run(
             table.name
         );
     } else {
-        load(&runtime, &table, &columns, rows)?;
+        load(&instance, &table, &columns, rows)?;
         std::fs::write(
             &marker,
             format!("{{\"rows\":{rows},\"seed\":{DEMO_SEED}}}\n"),
@@ -70,8 +70,8 @@ pub async fn run(
         .with_context(|| format!("writing {}", marker.display()))?;
     }
     let started = Instant::now();
-    runtime.wait_caught_up(Duration::from_secs(600)).await?;
-    let runtime_table = runtime
+    instance.wait_caught_up(Duration::from_secs(600)).await?;
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
@@ -91,26 +91,28 @@ pub async fn run(
     let shown_key = generated.then_some(api_key.as_str());
     if no_serve {
         print_examples(listen, &table, &example, shown_key);
-        runtime.shutdown_indexers().await?;
+        instance.shutdown_indexers().await?;
         return Ok(());
     }
     let thrift = match gateway {
-        Some(options) => Some(hbidx_serve::start_gateway(&runtime, &config, options)?.local_addr()),
+        Some(options) => {
+            Some(hbidx_serve::start_gateway(&instance, &config, options)?.local_addr())
+        }
         None => None,
     };
     let listener = hbidx_serve::bind(listen).await?;
     let bound = listener.local_addr()?;
-    let http = runtime.start_http(listener, &http_threads).await?;
+    let http = instance.start_http(listener, &http_threads).await?;
     print_examples(bound, &table, &example, shown_key);
     if let Some(thrift) = thrift {
         print_thrift_example(thrift, &table);
     }
     eprintln!("listening on http://{bound} (Ctrl-C to stop)");
-    runtime.serve(http).await
+    instance.serve(http).await
 }
 
 fn load(
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     table: &TableConfig,
     columns: &PersonColumns,
     rows: usize,
@@ -125,7 +127,7 @@ fn load(
     for person in PeopleGen::new(DEMO_SEED).take(rows) {
         batch.push(columns.mutation(table, &person, ts)?);
         if batch.len() == BATCH {
-            runtime
+            instance
                 .embedded()?
                 .mutate_sync(std::mem::take(&mut batch))?;
             bar.inc(BATCH as u64);
@@ -133,7 +135,7 @@ fn load(
     }
     if !batch.is_empty() {
         let n = batch.len() as u64;
-        runtime.embedded()?.mutate_sync(batch)?;
+        instance.embedded()?.mutate_sync(batch)?;
         bar.inc(n);
     }
     bar.finish();

@@ -26,7 +26,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 /// when it swaps in a rebuilt index.
 pub type Indexers = Arc<Mutex<HashMap<String, IndexerHandle>>>;
 
-pub struct Runtime {
+/// One hbidx instance as [`open`] leaves it: the store, the indexers and the query service's
+/// state. [`Instance::start_http`] and [`Instance::serve`] put it on the network;
+/// [`Instance::shutdown_indexers`] commits and stops it.
+pub struct Instance {
     /// The embedded store, when it holds the rows (`[store] kind = "embedded"`, the default).
     pub embedded: Option<Arc<EmbeddedStore>>,
     pub indexers: Indexers,
@@ -185,7 +188,7 @@ pub fn open(
     data_dir: &Path,
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
-) -> Result<Runtime> {
+) -> Result<Instance> {
     let rows = open_rows(config, data_dir)?;
     open_with_rows(config, data_dir, policy, auth, rows)
 }
@@ -244,7 +247,7 @@ pub fn open_with_rows(
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
     opened: OpenedRows,
-) -> Result<Runtime> {
+) -> Result<Instance> {
     // Before anything records: the indexer threads (and the HBase store's breaker) register
     // their metric handles when they start, and a handle taken before the recorder exists
     // stays a no-op for good.
@@ -336,7 +339,7 @@ pub fn open_with_rows(
     let probe = memory_probe(config.memory.clone(), embedded.clone(), &state);
     state = state.with_memory(probe);
     let state = Arc::new(state);
-    Ok(Runtime {
+    Ok(Instance {
         embedded,
         indexers,
         state,
@@ -437,7 +440,7 @@ fn instance_id(data_dir: &Path) -> Result<String> {
     Ok(id)
 }
 
-impl Runtime {
+impl Instance {
     /// The embedded store, for commands that only work on it (demo, bench).
     pub fn embedded(&self) -> Result<&Arc<EmbeddedStore>> {
         self.embedded
@@ -476,7 +479,7 @@ impl Runtime {
         Ok(())
     }
 
-    /// Starts the REST API's HTTP threads (`crate::http`) on `listener`; [`Runtime::serve`]
+    /// Starts the REST API's HTTP threads (`crate::http`) on `listener`; [`Instance::serve`]
     /// then takes connections.
     pub async fn start_http(
         &self,
@@ -522,11 +525,11 @@ impl Runtime {
     }
 }
 
-/// Starts the HBase Thrift gateway over the runtime's store (same process, same store: one
+/// Starts the HBase Thrift gateway over the instance's store (same process, same store: one
 /// process owns the data dir) and prints its address on a line of its own, which tests and
 /// scripts wait for.
 pub fn start_gateway(
-    runtime: &Runtime,
+    instance: &Instance,
     config: &HbidxConfig,
     options: GatewayOptions,
 ) -> Result<GatewayServer> {
@@ -540,7 +543,7 @@ pub fn start_gateway(
                 .map(|source| source.topic.clone()),
         });
     }
-    let store = runtime
+    let store = instance
         .embedded
         .clone()
         .context("the HBase Thrift gateway serves the embedded store; with [store] kind = \"hbase\" the rows are in HBase, whose own Thrift server answers")?;
@@ -665,15 +668,15 @@ mod tests {
         let config = hbidx_schema::parse_config(&text).unwrap();
         assert_eq!(config.tables.len(), 2);
         let dir = tempfile::tempdir().unwrap();
-        let runtime = open(
+        let instance = open(
             &config,
             dir.path(),
             &Default::default(),
             hbidx_query::auth::Auth::default(),
         )
         .unwrap();
-        assert_eq!(runtime.state.tables.len(), 2);
-        for table in runtime.state.tables.values() {
+        assert_eq!(instance.state.tables.len(), 2);
+        for table in instance.state.tables.values() {
             assert_eq!(table.searcher.rowkey_cache_stats().budget, 3 << 20);
         }
     }

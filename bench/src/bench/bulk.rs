@@ -163,13 +163,13 @@ async fn wait_job(
 /// index covers the last. The indexer reads each row's previous state to drop its old terms.
 /// The CPU per event leaves out the writing thread's own (generation and store writes).
 pub(super) async fn updates(
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     table: &hbidx_schema::config::TableConfig,
     sample: &mut UniformSample,
     rows: u64,
 ) -> Result<Row> {
-    let store = runtime.embedded()?.clone();
-    let runtime_table = runtime
+    let store = instance.embedded()?.clone();
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
