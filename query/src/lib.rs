@@ -6,8 +6,8 @@
 //! lookup before answering (an index entry whose row changed or vanished is dropped and counted).
 //!
 //! Ops: telemetry.rs (Prometheus metrics, `GET /metrics`: [`install_recorder`], the metric
-//! [`CATALOGUE`], [`MemoryProbe`]) and ops.rs (`GET /dashboard` and the `GET /v1/ops/summary`
-//! it draws: [`spawn_sampler`]).
+//! [`CATALOGUE`], [`MemoryProbe`]) and ops/ (`GET /dashboard`, whose page is in dashboard/, and
+//! the `GET /v1/ops/summary` it draws: [`spawn_sampler`]).
 //!
 //! The modules are private; [`auth`] is public as a whole (keys, scopes, the middleware), and
 //! the rest of the API is what lib.rs re-exports: [`app`], [`AppState`], [`TableRuntime`],
