@@ -8,8 +8,9 @@
 # Steps:
 #   1. apt-get installs wrk and postgresql if they are missing (Rust/cargo must already be
 #      installed, e.g. with rustup: Debian's rustc is too old for this workspace);
-#   2. cargo build --release; `hbidx bench` (indexing, event->searchable latency, size, RSS, and
-#      HTTP lookups by phone with wrk -t2 -c64) which also exports its people as CSV;
+#   2. cargo build --release --features bench; `hbidx bench` (indexing, event->searchable
+#      latency, size, RSS, and HTTP lookups by phone with wrk -t2 -c64) which also exports its
+#      people as CSV;
 #   3. a throwaway PostgreSQL 15 cluster in $WORK on 127.0.0.1 (default settings except
 #      shared_buffers=256MB, max_connections=200), loaded with that CSV, phone btree, VACUUM ANALYZE;
 #   4. pgbench over TCP, prepared statements, 64 clients, 2 threads: 3 s warm-up, then 10 s,
@@ -114,8 +115,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- 2. hbidx ----------------------------------------------------------------------------------
-log "cargo build --release"
-cargo build --release
+log "cargo build --release --features bench"
+cargo build --release --features bench
 log "hbidx bench --rows $ROWS $*"
 "$REPO/target/release/hbidx" bench --rows "$ROWS" --export-csv "$WORK/people.csv" "$@" \
     | tee "$WORK/hbidx-bench.md"

@@ -13,7 +13,7 @@
 #   1. the disk the large run needs (bytes/row × rows: store, index, the reindex's shadow index
 #      and, with Kafka, the second data dir the Kafka part fills), against what `df` shows free
 #      where the bench writes; refuses when it is short;
-#   2. cargo build --release;
+#   2. cargo build --release --features bench (the binary with `hbidx bench` in it);
 #   3. the broker (scripts/test.sh --setup: tansu on 127.0.0.1:9092) unless SCALE_KAFKA is empty;
 #      tansu keeps the topic in memory, so the large run also needs RAM for it;
 #   4. target/release/hbidx bench --rows N --kafka … --json …, small, middle, large (each run's
@@ -57,8 +57,8 @@ if [[ -n $KAFKA ]]; then
 fi
 
 # --- 2. build ----------------------------------------------------------------------------------
-log "cargo build --release"
-cargo build --release
+log "cargo build --release --features bench"
+cargo build --release --features bench
 BIN=${CARGO_TARGET_DIR:-target}/release/hbidx
 [[ -x $BIN ]] || die "no $BIN after the build"
 command -v wrk >/dev/null 2>&1 || log "wrk is missing (apt-get install wrk): no lookup rows"

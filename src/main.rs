@@ -4,9 +4,11 @@
 //! binary, the same as `deploy/config/hbidx.toml`). Errors print one line naming the problem and
 //! exit with code 2.
 
+mod admin_client;
+mod config_file;
 mod keys;
 mod logging;
-mod tools;
+mod schema_tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,7 +88,7 @@ enum Command {
         #[arg(long)]
         regions: Option<u32>,
         #[arg(long, value_enum)]
-        algo: Option<tools::SplitAlgoArg>,
+        algo: Option<schema_tools::SplitAlgoArg>,
         /// For --algo sampled: natural keys, one per line (default: 100k generated sequential uids).
         #[arg(long, value_name = "FILE")]
         sample: Option<PathBuf>,
@@ -107,7 +109,7 @@ enum Command {
         #[arg(long, value_name = "N")]
         generate: Option<usize>,
         #[arg(long, value_enum, default_value = "sequential")]
-        pattern: tools::Pattern,
+        pattern: schema_tools::Pattern,
         /// Number of regions (default: the table's configured splits, else 10).
         #[arg(long)]
         regions: Option<u32>,
@@ -154,6 +156,9 @@ enum Command {
         thrift_listen: Option<SocketAddr>,
     },
     /// Measure indexing throughput, event→searchable latency, lookup latency, size and RSS.
+    ///
+    /// Only in a build with `--features bench` (scripts/bench.sh builds one).
+    #[cfg(feature = "bench")]
     Bench(hbidx_bench::bench::BenchArgs),
     /// Rebuild a table's index and swap it in while lookups go on.
     ///
@@ -254,7 +259,9 @@ enum SchemaCommand {
 fn main() {
     disable_transparent_huge_pages();
     let matches = Cli::command().get_matches();
+    #[cfg_attr(not(feature = "bench"), allow(unused_mut))]
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    #[cfg(feature = "bench")]
     if matches!(cli.command, Command::Bench(_))
         && matches.value_source("log") == Some(clap::parser::ValueSource::DefaultValue)
     {
@@ -285,27 +292,27 @@ fn disable_transparent_huge_pages() {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let config_text = tools::read_config_text(cli.config.as_deref())?;
+    let config_text = config_file::read_config_text(cli.config.as_deref())?;
     let identity = (cli.shard, cli.replica);
     match cli.command {
         Command::Schema {
             command: SchemaCommand::Check { file },
-        } => tools::schema_check(&file),
-        Command::Rowkey { table, key } => tools::rowkey(&config_text, &table, &key),
+        } => schema_tools::schema_check(&file),
+        Command::Rowkey { table, key } => schema_tools::rowkey(&config_text, &table, &key),
         Command::Splits {
             table,
             regions,
             algo,
             sample,
-        } => tools::splits(&config_text, &table, regions, algo, sample.as_deref()),
-        Command::Ddl { table } => tools::ddl(&config_text, &table),
+        } => schema_tools::splits(&config_text, &table, regions, algo, sample.as_deref()),
+        Command::Ddl { table } => schema_tools::ddl(&config_text, &table),
         Command::Hotspot {
             table,
             sample,
             generate,
             pattern,
             regions,
-        } => tools::hotspot(
+        } => schema_tools::hotspot(
             &config_text,
             &table,
             sample.as_deref(),
@@ -319,17 +326,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api_key,
             thrift_listen,
         } => {
-            let config = tools::parse_instance(&config_text, identity)?;
+            let config = config_file::parse_instance(&config_text, identity)?;
             let auth = hbidx_serve::serve_auth(&config, api_key.key.as_deref())?;
             let http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             tokio_runtime()?.block_on(async move {
-                let runtime = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
+                let instance = hbidx_serve::open(&config, &data_dir, &Default::default(), auth)?;
                 if let Some(gateway) = hbidx_serve::gateway_options(&config.server, thrift_listen) {
-                    hbidx_serve::start_gateway(&runtime, &config, gateway)?;
+                    hbidx_serve::start_gateway(&instance, &config, gateway)?;
                 }
                 let listener = hbidx_serve::bind(config.server.listen(listen)).await?;
                 let bound = listener.local_addr()?;
-                let http = runtime.start_http(listener, &http_threads).await?;
+                let http = instance.start_http(listener, &http_threads).await?;
                 tracing::info!(
                     listen = %bound,
                     data_dir = %data_dir.display(),
@@ -339,7 +346,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 // Tests and scripts read this line to find an ephemeral port.
                 eprintln!("listening on http://{bound}");
-                runtime.serve(http).await
+                instance.serve(http).await
             })
         }
         Command::Demo {
@@ -350,13 +357,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api_key,
             thrift_listen,
         } => {
-            let config = tools::parse_instance(&config_text, identity)?;
-            let serving = hbidx_bench::demo::Serving {
+            let config = config_file::parse_instance(&config_text, identity)?;
+            let serving = hbidx_demo::Serving {
                 listen: config.server.listen(listen),
                 gateway: hbidx_serve::gateway_options(&config.server, thrift_listen),
                 http_threads: hbidx_serve::HttpThreads::from_config(&config.server),
             };
-            tokio_runtime()?.block_on(hbidx_bench::demo::run(
+            tokio_runtime()?.block_on(hbidx_demo::run(
                 config,
                 serving,
                 data_dir,
@@ -365,8 +372,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 api_key.key,
             ))
         }
+        #[cfg(feature = "bench")]
         Command::Bench(args) => {
-            let config = tools::parse_instance(&config_text, identity)?;
+            let config = config_file::parse_instance(&config_text, identity)?;
             let mut http_threads = hbidx_serve::HttpThreads::from_config(&config.server);
             if let Some(count) = args.server_workers {
                 http_threads.count = count;
@@ -392,7 +400,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 server,
                 api_key.key,
                 &data_dir,
-                |url, key| tools::reindex(url, key, &table, from),
+                |url, key| admin_client::reindex(url, key, &table, from),
             )
         }
         Command::Verify {
@@ -410,7 +418,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 server,
                 api_key.key,
                 &data_dir,
-                |url, key| tools::verify(url, key, &table, sample, repair),
+                |url, key| admin_client::verify(url, key, &table, sample, repair),
             )?;
             if drift > 0 {
                 std::process::exit(1);
@@ -444,7 +452,7 @@ fn with_server<T>(
         )?;
         return f(&server, &api_key);
     }
-    let config = tools::parse_instance(config_text, identity)?;
+    let config = config_file::parse_instance(config_text, identity)?;
     let run_key = hbidx_query::auth::generate_key();
     let mut security = hbidx_query::auth::SecurityConfig::default();
     security
@@ -452,8 +460,8 @@ fn with_server<T>(
         .map_err(|err| anyhow::anyhow!("{err}"))?;
     let auth = hbidx_query::auth::Auth::new(&security);
     let rt = tokio_runtime()?;
-    let (runtime, url) = rt.block_on(async {
-        let runtime = hbidx_serve::open(&config, data_dir, &Default::default(), auth)
+    let (instance, url) = rt.block_on(async {
+        let instance = hbidx_serve::open(&config, data_dir, &Default::default(), auth)
             .with_context(|| {
                 format!(
                     "opening {} (is a server running on it? then use --server)",
@@ -462,12 +470,12 @@ fn with_server<T>(
             })?;
         let listener = hbidx_serve::bind(([127, 0, 0, 1], 0).into()).await?;
         let url = format!("http://{}", listener.local_addr()?);
-        let app = hbidx_query::app(runtime.state.clone());
+        let app = hbidx_query::app(instance.state.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        anyhow::Ok((runtime, url))
+        anyhow::Ok((instance, url))
     })?;
     let result = f(&url, &run_key);
-    rt.block_on(runtime.shutdown_indexers())?;
+    rt.block_on(instance.shutdown_indexers())?;
     result
 }
 

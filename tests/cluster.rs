@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
-use hbidx_bench::people::{PeopleGen, Person};
+use hbidx_demo::people::{PeopleGen, Person};
 use pinyin::ToPinyin;
 use serde_json::{Value, json};
 use util::kafka::{Producer, create_topic, json_source, unique_topic};

@@ -1,7 +1,8 @@
 //! The Markdown docs hold together: every relative link in README.md, ARCHITECTURE.md and docs/
-//! points at a file that exists (and at a heading that exists, when it names one), every page
-//! of docs/ is in the book's table of contents (docs/SUMMARY.md), and the README stays a short
-//! front page that starts with the two commands CI and newcomers run.
+//! points at a file that exists (and at a heading that exists, when it names one), every path
+//! ARCHITECTURE.md names exists, every page of docs/ is in the book's table of contents
+//! (docs/SUMMARY.md), and the README stays a short front page that starts with the two commands
+//! CI and newcomers run.
 //!
 //! Plain std on purpose: a link checker is a few dozen lines, and the docs must not pull a
 //! Markdown parser into the build.
@@ -193,6 +194,199 @@ fn relative_links_point_at_existing_files_and_headings() {
         checked > 50,
         "only {checked} links found: is the parser blind?"
     );
+}
+
+/// A character of a path token, or of what is read whole to be refused as one (`{key}`,
+/// `<topic>`, `kafka:`, `*`).
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_-./#:{}<>*~".contains(c)
+}
+
+/// `name.ext` with a short lowercase extension (`main.rs`, `README.md`,
+/// `docker-compose.cluster.yml`), not a version or a number (`1.x`, `0.5`).
+fn is_file_name(name: &str) -> bool {
+    let Some((stem, ext)) = name.rsplit_once('.') else {
+        return false;
+    };
+    stem.chars().any(|c| c.is_ascii_alphabetic())
+        && (2..=5).contains(&ext.len())
+        && ext.starts_with(|c: char| c.is_ascii_lowercase())
+        && ext
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+}
+
+/// `token` (a run of [`is_path_char`]s) as a path, without a `#fragment` and the sentence's
+/// full stop: `dir/file.ext` or a directory `dir/` (`ops/` too). `None` for everything else
+/// that has a slash: URLs, routes (`/v1/…`, `…/rows/{key}`), templates (`kafka:<topic>/<p>`),
+/// globs, and words like `new/hash` or `1.x/2.x`.
+fn path_token(token: &str) -> Option<&str> {
+    let token = token.trim_end_matches(['.', ':']);
+    let token = token.split_once('#').map_or(token, |(path, _)| path);
+    if token.starts_with('/') || token.contains(|c| ":{}<>*~".contains(c)) {
+        return None;
+    }
+    let last = token.trim_end_matches('/').rsplit('/').next()?;
+    let is_dir = token.ends_with('/') && !last.is_empty() && !last.starts_with('.');
+    (is_dir || (token.contains('/') && is_file_name(last))).then_some(token)
+}
+
+/// The paths ARCHITECTURE.md names, with their line numbers, relative to the repo root: every
+/// `dir/file.ext` and `dir/` it writes, in prose, backticks, table cells and code blocks. Bare
+/// names count where the page says which directory they are in: in the parentheses right
+/// after a directory (`store/src/hbase/ (pool.rs, call.rs)`), and on a crate's lines of the
+/// crate table, where they are in that crate's `src/` (`query/ hbidx-query … (auth.rs)`, the
+/// binary's `src/ hbidx (binary) … (main.rs)`). A bare name anywhere else (`lib.rs`, any crate's)
+/// is not a path.
+fn architecture_paths(text: &str) -> Vec<(usize, String)> {
+    let mut paths = Vec::new();
+    let mut in_fence = false;
+    // Inside the crate table: the `src/` the current crate's bare names are in.
+    let mut crate_src: Option<String> = None;
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            crate_src = None;
+            continue;
+        }
+        let mut tokens: Vec<(usize, &str)> = Vec::new();
+        let mut start = None;
+        for (at, c) in line.char_indices().chain([(line.len(), ' ')]) {
+            match (start, is_path_char(c)) {
+                (None, true) => start = Some(at),
+                (Some(from), false) => {
+                    tokens.push((from, &line[from..at]));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if !in_fence {
+            crate_src = None;
+        } else if !line.starts_with(char::is_whitespace) {
+            // `query/     hbidx-query     …`: a crate's first line; `tests/    …` ends it.
+            crate_src = match tokens.as_slice() {
+                [(_, dir), (_, name), ..] if dir.ends_with('/') && name.starts_with("hbidx") => {
+                    Some(if *name == "hbidx" {
+                        dir.to_string()
+                    } else {
+                        format!("{dir}src/")
+                    })
+                }
+                _ => None,
+            };
+        }
+        // Bare names in the parentheses after a directory are in that directory.
+        let mut in_parens_of: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+        for &(at, token) in &tokens {
+            let Some(dir) = path_token(token).filter(|path| path.ends_with('/')) else {
+                continue;
+            };
+            let rest = &line[at + token.len()..];
+            if let Some(inside) = rest.trim_start().strip_prefix('(') {
+                let open = line.len() - inside.len();
+                let close = inside.find(')').map_or(line.len(), |end| open + end);
+                in_parens_of.push((open..close, dir.to_string()));
+            }
+        }
+        for (position, &(at, token)) in tokens.iter().enumerate() {
+            let name = token.trim_end_matches(['.', ':']);
+            if name.trim_end_matches('/').contains('/') {
+                paths.extend(path_token(token).map(|path| (number, path.to_string())));
+                continue;
+            }
+            let file = is_file_name(name);
+            let in_dir = in_parens_of.iter().find(|(span, _)| span.contains(&at));
+            if let Some((_, dir)) = in_dir
+                && file
+            {
+                paths.push((number, format!("{dir}{name}")));
+            } else if let Some(src) = &crate_src
+                && position > 0
+                && (file || path_token(name).is_some())
+            {
+                paths.push((number, format!("{src}{name}")));
+            } else if crate_src.is_none() || position == 0 {
+                // A bare directory (`fuzz/`) is at the root; a bare file name says too little.
+                paths.extend(
+                    path_token(name)
+                        .filter(|path| path.ends_with('/'))
+                        .map(|path| (number, path.to_string())),
+                );
+            }
+        }
+    }
+    paths
+}
+
+/// ARCHITECTURE.md promises a concept in one hop: every path it names must exist (a directory
+/// where it writes `dir/`).
+#[test]
+fn every_path_architecture_names_exists() {
+    let root = root();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let paths = architecture_paths(&text);
+    let missing: Vec<String> = paths
+        .iter()
+        .filter(|(_, path)| {
+            let resolved = normalise(&root.join(path));
+            !resolved.starts_with(&root)
+                || if path.ends_with('/') {
+                    !resolved.is_dir()
+                } else {
+                    !resolved.exists()
+                }
+        })
+        .map(|(line, path)| format!("ARCHITECTURE.md:{line}: {path}"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist:\n  {}",
+        missing.join("\n  ")
+    );
+    assert!(
+        paths.len() > 100,
+        "only {} paths found in ARCHITECTURE.md: is the parser blind?",
+        paths.len()
+    );
+}
+
+#[test]
+fn the_architecture_path_parser_reads_what_the_page_writes() {
+    let text = "\
+```
+query/     hbidx-query     the service (auth.rs); the dashboard (ops/)
+                           metrics (telemetry.rs).
+src/       hbidx (binary)  the CLI (main.rs)
+tests/                     end-to-end tests on 127.0.0.1:0 (util.rs)
+PUT /v1/tables/user/rows/{key}      (query/src/write.rs)
+```
+| concept | store/src/hbase/ (pool.rs, call.rs), docs/guide/kafka.md#sources, `deploy/k8s/`, deploy/docker-compose.cluster.yml |
+See https://example.invalid/a/b.md, `kafka:<topic>/<p>`, GET …/rows/{key}, `keys new/hash`,
+HBase 1.x/2.x, `lib.rs`, fuzz/ and [design](docs/design/README.md).
+";
+    let paths: Vec<(usize, String)> = architecture_paths(text);
+    let expected = [
+        (2, "query/"),
+        (2, "query/src/auth.rs"),
+        (2, "query/src/ops/"),
+        (3, "query/src/telemetry.rs"),
+        (4, "src/"),
+        (4, "src/main.rs"),
+        (5, "tests/"),
+        (6, "query/src/write.rs"),
+        (8, "store/src/hbase/"),
+        (8, "store/src/hbase/pool.rs"),
+        (8, "store/src/hbase/call.rs"),
+        (8, "docs/guide/kafka.md"),
+        (8, "deploy/k8s/"),
+        (8, "deploy/docker-compose.cluster.yml"),
+        (10, "fuzz/"),
+        (10, "docs/design/README.md"),
+    ]
+    .map(|(line, path)| (line, path.to_string()));
+    assert_eq!(paths, expected);
 }
 
 #[test]

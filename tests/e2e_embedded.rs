@@ -5,7 +5,7 @@ mod util;
 
 use std::time::Duration;
 
-use hbidx_bench::people::idcard_born as idcard;
+use hbidx_demo::people::idcard_born as idcard;
 use serde_json::{Value, json};
 use util::{Server, delete, eventually, get, keys, post, put};
 

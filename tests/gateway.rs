@@ -13,7 +13,7 @@ use hbase_thrift::hbase::{
     BatchMutation, ColumnDescriptor, HbaseSyncClient, IOError, IllegalArgument, Mutation,
     THbaseSyncClient, TRowResult, TScan,
 };
-use hbidx_bench::people::idcard_born as idcard;
+use hbidx_demo::people::idcard_born as idcard;
 use serde_json::{Value, json};
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
 use thrift::transport::{

@@ -6,7 +6,7 @@ mod util;
 use std::process::Command;
 use std::time::Duration;
 
-use hbidx_bench::people::idcard_born as idcard;
+use hbidx_demo::people::idcard_born as idcard;
 use serde_json::{Value, json};
 use util::{Server, TEST_API_KEY, client_with_key, eventually, send};
 

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use hbidx_demo::{PersonColumns, demo_table};
 use hbidx_indexer::CommitPolicy;
 use hbidx_schema::config::{EventFormat, HbidxConfig, KafkaSourceConfig, StartPolicy};
 use rdkafka::ClientConfig;
@@ -25,7 +26,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::bench::Row;
-use crate::demo::{PersonColumns, demo_table};
 use crate::report::RssMonitor;
 use hbidx_store::now_ms;
 
@@ -218,13 +218,13 @@ pub async fn run(
     }];
     let kafka_dir = data_dir.join("kafka");
     // Nothing is served over HTTP here, so no API keys.
-    let runtime = hbidx_serve::open(
+    let instance = hbidx_serve::open(
         &kafka_config,
         &kafka_dir,
         &CommitPolicy::default(),
         hbidx_query::auth::Auth::default(),
     )?;
-    let runtime_table = runtime
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
@@ -283,7 +283,7 @@ pub async fn run(
         .value(rate, "events/s")
         .also("CPU", micros, "µs/event"),
     );
-    report.extend(rss.phase_with_budget("kafka → index", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("kafka → index", instance.state.memory.as_ref()));
 
     // 4. Produce → searchable, one write at a time through the write-through publisher.
     let publisher = runtime_table
@@ -291,7 +291,7 @@ pub async fn run(
         .clone()
         .context("the Kafka table has no publisher")?;
     let mut latencies = Vec::new();
-    for person in crate::people::PeopleGen::new(crate::demo::DEMO_SEED ^ 0xbe7c)
+    for person in hbidx_demo::people::PeopleGen::new(hbidx_demo::DEMO_SEED ^ 0xbe7c)
         .skip(n)
         .take(200)
     {
@@ -316,6 +316,6 @@ pub async fn run(
         &mut latencies,
         &detail,
     ));
-    runtime.shutdown_indexers().await?;
+    instance.shutdown_indexers().await?;
     Ok(())
 }

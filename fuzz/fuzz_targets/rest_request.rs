@@ -16,7 +16,7 @@ const KEY: &str = "hbidx_fuzz_key_0123456789abcdefghijklmnopqrst";
 struct Service {
     runtime: tokio::runtime::Runtime,
     app: axum::Router,
-    _serve: hbidx_serve::Runtime,
+    _serve: hbidx_serve::Instance,
     _dir: tempfile::TempDir,
 }
 

@@ -21,6 +21,7 @@
 
 mod analysis;
 mod checkpoint;
+mod drift;
 mod error;
 mod filters;
 mod formats;
@@ -29,12 +30,13 @@ mod kafka;
 mod pipeline;
 mod prefetch;
 mod publisher;
-mod repair;
+mod repair_queue;
 mod source;
 mod state;
 
 pub use analysis::{Condition, ConditionOp, MatchMode};
 pub use checkpoint::Checkpoint;
+pub use drift::{Drift, DriftKind, diff_row, kept_columns};
 pub use error::{IndexerError, Result};
 pub use filters::FilterStats;
 pub use formats::{
@@ -52,7 +54,6 @@ pub use pipeline::{
 };
 pub use prefetch::Prefetch;
 pub use publisher::KafkaPublisher;
-pub use repair::{Drift, DriftKind, diff_row, kept_columns};
 pub use source::{
     ApplyToStore, CHANGE_FEED, ChangeFeedSource, CommitBarrier, IdleSource, PartitionReport,
     Source, Waker,

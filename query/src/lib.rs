@@ -6,23 +6,25 @@
 //! lookup before answering (an index entry whose row changed or vanished is dropped and counted).
 //!
 //! Ops: telemetry.rs (Prometheus metrics, `GET /metrics`: [`install_recorder`], the metric
-//! [`CATALOGUE`], [`MemoryProbe`]) and ops.rs (`GET /dashboard` and the `GET /v1/ops/summary`
-//! it draws: [`spawn_sampler`]).
+//! [`CATALOGUE`], [`MemoryProbe`]) and ops/ (`GET /dashboard`, whose page is in dashboard/, and
+//! the `GET /v1/ops/summary` it draws: [`spawn_sampler`]).
 //!
 //! The modules are private; [`auth`] is public as a whole (keys, scopes, the middleware), and
 //! the rest of the API is what lib.rs re-exports: [`app`], [`AppState`], [`TableRuntime`],
 //! [`ApiError`], [`Reindexer`], [`spawn_checker`], and the items above.
 
 pub mod auth;
+mod by_key;
 mod cluster;
 mod error;
 mod extract;
+mod index_wait;
 mod jobs;
 mod lookup;
 mod openapi;
 mod ops;
+mod read_repair;
 mod readiness;
-mod repair;
 mod telemetry;
 mod verify;
 mod write;
@@ -95,7 +97,7 @@ pub struct QueryCounters {
     /// Index hits whose row no longer matched the lookup (or no longer existed).
     pub stale_dropped: AtomicU64,
     pub writes: AtomicU64,
-    /// Repairs handed to an indexer after a stale hit (`repair.rs`).
+    /// Repairs handed to an indexer after a stale hit (`read_repair.rs`).
     pub read_repairs: AtomicU64,
     /// Stale hits not repaired because too many repairs were running.
     pub repairs_skipped: AtomicU64,
@@ -156,7 +158,7 @@ impl AppState {
             store_has_feed: true,
             store_name: "embedded",
             readiness: readiness::Readiness::default(),
-            repair_permits: repair::permits(),
+            repair_permits: read_repair::permits(),
             auth: auth::Auth::default(),
             metrics: None,
             ops: ops::Ops::default(),
@@ -249,9 +251,9 @@ pub(crate) fn routes(max_body_bytes: usize) -> OpenApiRouter<SharedState> {
         .routes(routes!(list_tables))
         .routes(routes!(lookup::get_rows))
         .routes(routes!(lookup::batch_lookup).layer(body_limit))
-        .routes(routes!(write::get_row, write::delete_row))
+        .routes(routes!(by_key::get_row, write::delete_row))
         .routes(routes!(write::put_row).layer(body_limit))
-        .routes(routes!(write::rowkey))
+        .routes(routes!(by_key::rowkey))
         .routes(routes!(jobs::start_reindex).layer(body_limit))
         .routes(routes!(verify::start_verify).layer(body_limit))
         .routes(routes!(jobs::get_job))

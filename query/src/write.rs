@@ -1,11 +1,11 @@
-//! Write-through: `PUT` / `DELETE /v1/tables/{table}/rows/{key}` and the rowkey calculator.
+//! Write-through: `PUT` / `DELETE /v1/tables/{table}/rows/{key}`.
 //!
 //! Writes go to the row store; the index learns about them from the change feed like any other
 //! write, so there is exactly one path into the index. When the table is fed from Kafka, writes
 //! are published to its topic instead and the response waits for the broker's acknowledgement;
 //! the consumed event is what applies the write (to the embedded store and the index), on this
 //! instance and on every replica. `?wait=indexed` returns only once the table's index checkpoint
-//! covers the write here (read-your-writes).
+//! covers the write here (read-your-writes, `index_wait.rs`).
 //!
 //! With the rows in HBase, HBase is the log, and its replication (through Kafka, if the table
 //! has a source) reaches the index at an offset hbidx can't know. So once HBase has acknowledged
@@ -19,18 +19,20 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::{Extension, Json};
 use hbidx_indexer::CHANGE_FEED;
 use hbidx_schema::codec::printable;
 use hbidx_schema::config::TableConfig;
 use hbidx_schema::model::{CellOp, Mutation};
 use hbidx_store::now_ms;
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
-use crate::auth::Caller;
+use crate::by_key::existing_rowkeys;
 use crate::extract::{ApiJson, QueryPairs};
+use crate::index_wait::{WriteParams, Written, wait_indexed, wants_indexed};
+use crate::lookup::took_ms;
 use crate::{ApiError, SharedState, TableRuntime};
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -55,24 +57,6 @@ fn cells_schema() -> utoipa::openapi::Object {
         ))
         .min_properties(Some(1))
         .build()
-}
-
-/// `?wait=` of a write.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct WriteParams {
-    /// `stored` (the default) answers once the store (or the table's Kafka topic) has the
-    /// write; `indexed` once this instance's index has it too (read-your-writes).
-    #[param(inline)]
-    wait: Option<WaitFor>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum WaitFor {
-    Stored,
-    Indexed,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -104,23 +88,6 @@ fn offset_of(receipt: &hbidx_store::WriteReceipt, table: &str) -> Option<i64> {
 /// the future outlives every delete made before that time, which a row delete without a
 /// timestamp can't reach: the row seems undeletable.
 const MAX_FUTURE_TS_MS: i64 = 24 * 60 * 60 * 1000;
-
-fn took_ms(started: Instant) -> f64 {
-    (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
-}
-
-pub(crate) fn wants_indexed(pairs: &[(String, String)]) -> Result<bool, ApiError> {
-    let mut wait = false;
-    for (name, value) in pairs {
-        match (name.as_str(), value.as_str()) {
-            ("wait", "indexed") => wait = true,
-            ("wait", "stored") => wait = false,
-            ("wait", _) => return Err(ApiError::bad_request("wait", "must be indexed or stored")),
-            (other, _) => return Err(ApiError::bad_request(other, "unknown parameter")),
-        }
-    }
-    Ok(wait)
-}
 
 /// A delete's `?wait=` and `?ts=` (HBase's `deleteAllRowTs`: the delete covers cells with a
 /// timestamp up to `ts`, now by default).
@@ -182,147 +149,8 @@ async fn rowkey_for_write(
         .map_err(|err| ApiError::bad_request("key", err.to_string()))
 }
 
-/// Every rowkey a natural key may be stored under: one for deterministic designs, every bucket
-/// for a random salt.
-fn existing_rowkeys(
-    codec: &hbidx_schema::codec::RowkeyCodec,
-    key: &str,
-) -> Result<Vec<Vec<u8>>, ApiError> {
-    let rowkeys = if codec.is_deterministic() {
-        codec.encode(key).map(|rowkey| vec![rowkey])
-    } else {
-        codec.candidate_rowkeys(key)
-    };
-    rowkeys.map_err(|err| ApiError::bad_request("key", err.to_string()))
-}
-
 fn rand_rng() -> impl rand::Rng {
     rand::rng()
-}
-
-/// Where a write landed: `(source name, partition, offset)`.
-type Landed = (String, i32, i64);
-
-/// What a write left for `?wait=indexed` to wait on.
-#[derive(Debug, Default)]
-struct Written {
-    /// Positions in the change feed or the table's topic.
-    landed: Vec<Landed>,
-    /// With the rows in HBase: the repair-queue ticket of the write's local apply; `None` when
-    /// the queue was full and the write was left to replication and verify.
-    ticket: Option<u64>,
-    /// The write went to HBase.
-    hbase: bool,
-    /// On a sharded tier: some of the write was for this instance's own index (else it all
-    /// went to other shards, and `ticket` is not waited for).
-    local: bool,
-    /// On a sharded tier: why a shard owning part of the write took none of it (no replica
-    /// answered); `?wait=indexed` reports it.
-    forward_error: Option<String>,
-}
-
-/// Whether the index commit covering repair-queue `ticket` (a write applied through the queue)
-/// happens within `limit`.
-pub(crate) async fn ticket_indexed(
-    runtime: &TableRuntime,
-    ticket: u64,
-    limit: std::time::Duration,
-) -> bool {
-    let mut committed = runtime.stats.repairs.committed_tickets();
-    matches!(
-        tokio::time::timeout(limit, committed.wait_for(|at| *at >= ticket)).await,
-        Ok(Ok(_))
-    )
-}
-
-/// Returns once the table's indexer has failed for lack of space on its volume after this
-/// call started: an attempt that included the write, or came after it, failed, so waiting on
-/// only ends in a timeout. A flag left from before (a full volume with nothing to commit since)
-/// is not enough.
-async fn index_volume_full(runtime: &TableRuntime) {
-    let stats = &runtime.stats;
-    let seen = stats.storage_full_failures.load(Ordering::Relaxed);
-    loop {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        if stats.storage_full.load(Ordering::Relaxed)
-            && stats.storage_full_failures.load(Ordering::Relaxed) > seen
-        {
-            return;
-        }
-    }
-}
-
-async fn wait_indexed(
-    state: &SharedState,
-    runtime: &TableRuntime,
-    written: &Written,
-) -> Result<(), ApiError> {
-    let at = if written.hbase {
-        "in HBase".to_owned()
-    } else {
-        format!(
-            "(offset {})",
-            written.landed.last().map_or(0, |(_, _, offset)| *offset)
-        )
-    };
-    tokio::select! {
-        waited = wait_indexed_or_timeout(state, runtime, written) => waited,
-        () = index_volume_full(runtime) => Err(ApiError::IndexFull { detail: at }),
-    }
-}
-
-async fn wait_indexed_or_timeout(
-    state: &SharedState,
-    runtime: &TableRuntime,
-    written: &Written,
-) -> Result<(), ApiError> {
-    let limit = state.limits.index_wait;
-    let timed_out = |at: String| ApiError::IndexWaitTimeout {
-        detail: format!(
-            "({at}) but was not searchable within {} ms",
-            limit.as_millis()
-        ),
-    };
-    if let Some(error) = &written.forward_error {
-        return Err(ApiError::IndexWaitTimeout {
-            detail: format!("in HBase, but the shard that indexes it did not take it: {error}"),
-        });
-    }
-    if written.hbase && !written.local {
-        // Forwarded with wait=indexed: every shard that took it has it searchable.
-        return Ok(());
-    }
-    if written.hbase {
-        let Some(ticket) = written.ticket else {
-            return Err(ApiError::IndexWaitTimeout {
-                detail: "in HBase, but this instance's indexer has too many queued changes to take it now; HBase replication or the next verify brings it into the index".to_owned(),
-            });
-        };
-        return match ticket_indexed(runtime, ticket, limit).await {
-            true => Ok(()),
-            false => Err(timed_out("in HBase".to_owned())),
-        };
-    }
-    let landed = &written.landed;
-    let mut indexed = runtime.indexed.clone();
-    let waited = tokio::time::timeout(
-        limit,
-        indexed.wait_for(|checkpoint| {
-            landed.iter().all(|(source, partition, offset)| {
-                checkpoint
-                    .position(source, *partition)
-                    .is_some_and(|at| at >= *offset)
-            })
-        }),
-    )
-    .await;
-    match waited {
-        Ok(Ok(_)) => Ok(()),
-        _ => Err(timed_out(format!(
-            "offset {}",
-            landed.last().map_or(0, |(_, _, offset)| *offset)
-        ))),
-    }
 }
 
 /// Writes mutations through: to the Kafka topic when the table has one, else to the store;
@@ -573,137 +401,4 @@ pub async fn delete_row(
         indexed: wait,
         took_ms: took_ms(started),
     }))
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct RowkeyResponse {
-    pub key: String,
-    pub design: String,
-    pub deterministic: bool,
-    /// Printable rowkeys: one for deterministic designs, every candidate for a random salt.
-    pub rowkeys: Vec<String>,
-    pub rowkeys_hex: Vec<String>,
-}
-
-/// The rowkey calculator: the rowkey(s) a natural key is stored under.
-#[utoipa::path(
-    get,
-    path = "/v1/tables/{table}/rowkey",
-    tag = "tables",
-    params(
-        ("table" = String, Path, description = "Table name"),
-        ("key" = String, Query, description = "The natural key", min_length = 1, example = "u00000001"),
-    ),
-    security(("api_key" = ["lookup"])),
-    responses(
-        (status = 200, description = "The rowkeys", body = RowkeyResponse),
-        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
-        (status = 404, description = "No such table", body = crate::ErrorResponse),
-    )
-)]
-pub async fn rowkey(
-    State(state): State<SharedState>,
-    Path(table_name): Path<String>,
-    QueryPairs(pairs): QueryPairs,
-) -> Result<Json<RowkeyResponse>, ApiError> {
-    let runtime = state.table(&table_name)?;
-    let mut key = None;
-    for (name, value) in pairs {
-        match name.as_str() {
-            "key" => key = Some(value),
-            other => return Err(ApiError::bad_request(other, "unknown parameter")),
-        }
-    }
-    let key = key.ok_or_else(|| ApiError::bad_request("key", "missing"))?;
-    let codec = &runtime.config.rowkey;
-    let rowkeys = existing_rowkeys(codec, &key)?;
-    Ok(Json(RowkeyResponse {
-        key,
-        design: codec.describe(),
-        deterministic: codec.is_deterministic(),
-        rowkeys: rowkeys.iter().map(|rk| printable(rk)).collect(),
-        rowkeys_hex: rowkeys.iter().map(hex::encode).collect(),
-    }))
-}
-
-/// `GET /v1/tables/{table}/rows/{key}`: the row of a natural key, straight from the store (no
-/// index involved). With a random salt every candidate rowkey is fetched.
-#[utoipa::path(
-    get,
-    path = "/v1/tables/{table}/rows/{key}",
-    tag = "lookups",
-    params(
-        ("table" = String, Path, description = "Table name"),
-        ("key" = String, Path, description = "The row's natural key", example = "u00000001"),
-        ("columns" = Option<String>, Query, description = "Comma-separated `family:qualifier` or `family` projection", min_length = 1),
-    ),
-    security(("api_key" = ["lookup"])),
-    responses(
-        (status = 200, description = "The row", body = crate::lookup::RowsResponse),
-        (status = 400, description = "The request is wrong; `field` names what", body = crate::ErrorResponse),
-        (status = 404, description = "No such table, or no such row", body = crate::ErrorResponse),
-        (status = 503, description = "The row store can't be reached", body = crate::ErrorResponse),
-    )
-)]
-pub async fn get_row(
-    State(state): State<SharedState>,
-    caller: Option<Extension<Caller>>,
-    Path((table_name, key)): Path<(String, String)>,
-    QueryPairs(pairs): QueryPairs,
-) -> Result<Json<crate::lookup::RowsResponse>, ApiError> {
-    let result = read_row(&state, &table_name, &key, &pairs).await;
-    // Reading a row by its key is audited like a lookup (kind "key"): it returns the same data.
-    crate::lookup::audit_lookup(
-        caller.as_deref(),
-        "get_row",
-        state.tables.get(&table_name),
-        &["key".to_string()],
-        1,
-        &result,
-        |answer| answer.count,
-    );
-    result.map(Json)
-}
-
-async fn read_row(
-    state: &SharedState,
-    table_name: &str,
-    key: &str,
-    pairs: &[(String, String)],
-) -> Result<crate::lookup::RowsResponse, ApiError> {
-    let started = Instant::now();
-    let runtime = state.table(table_name)?;
-    let table = &runtime.config;
-    let mut columns = None;
-    for (name, value) in pairs {
-        match name.as_str() {
-            "columns" => columns = Some(crate::lookup::parse_columns(table, "columns", value)?),
-            other => return Err(ApiError::bad_request(other, "unknown parameter")),
-        }
-    }
-    let codec = &table.rowkey;
-    let rowkeys = existing_rowkeys(codec, key)?;
-    let fetched = state
-        .store
-        .get_rows(&table.name, &rowkeys, columns.as_deref())
-        .await?;
-    let rows: Vec<_> = fetched
-        .into_iter()
-        .flatten()
-        .map(|row| crate::lookup::row_out(table, row, None))
-        .collect();
-    if rows.is_empty() {
-        return Err(ApiError::NotFound {
-            what: format!("row with key \"{key}\" in table \"{}\"", table.name),
-        });
-    }
-    Ok(crate::lookup::RowsResponse {
-        count: rows.len(),
-        rows,
-        next_cursor: None,
-        dropped_stale: 0,
-        source: crate::lookup::Source::Store,
-        missing_shards: None,
-        took_ms: took_ms(started),
-    })
 }

@@ -1,12 +1,13 @@
 //! `hbidx-schema`: everything hbidx knows about a table that needs no IO.
 //!
 //! - [`config`]: the config file, every section, parsed into raw structs and validated into
-//!   one typed [`HbidxConfig`] in one place ([`parse_config`]), with errors naming the key.
+//!   one typed [`HbidxConfig`] in one place ([`parse_config`]), with errors naming the key;
+//!   among them the `[memory]` budget and its split between caches, buffers and writer heaps
+//!   ([`MemoryBudget`]).
 //! - [`codec`]: rowkey designs (hash prefix, salts, modulo, consistent-hash ring, reversal,
 //!   reverse timestamp, composites) that turn a natural key into rowkey bytes and back.
 //! - [`split`]: pre-split calculators, region routing and the hotspot report.
 //! - [`ddl`]: HBase shell `create` statements.
-//! - [`memory`]: the `[memory]` budget and its split between caches, buffers and writer heaps.
 //! - [`normalize`]: phone / PRC idcard / name normalisers and validators.
 //! - [`blind`]: the key of blind fields, whose index holds keyed hashes instead of values.
 //! - [`model`]: the mutation model shared by the store, the change feed, the Kafka sources and
@@ -19,7 +20,6 @@ pub mod blind;
 pub mod codec;
 pub mod config;
 pub mod ddl;
-pub mod memory;
 pub mod model;
 pub mod normalize;
 pub mod split;
@@ -30,14 +30,13 @@ pub use codec::{
 };
 pub use config::{
     BloomFilter, Compression, ConfigError, DataBlockEncoding, FamilyConfig, FieldKind, HbidxConfig,
-    IndexedField, SplitConfig, TableConfig, Ttl, parse_config,
+    IndexedField, MemoryBudget, MemoryPart, SplitConfig, TableConfig, Ttl, parse_config,
 };
 pub use ddl::create_statement;
 
 /// The config hbidx runs with when given none (`deploy/config/hbidx.toml`): the demo's `user`
 /// table, also the example every doc starts from.
 pub const EXAMPLE_CONFIG: &str = include_str!("../../deploy/config/hbidx.toml");
-pub use memory::{MemoryBudget, MemoryPart};
 pub use normalize::{
     NormalizeError, idcard_check_digit, mask_idcard, mask_phone, normalize_idcard,
     normalize_keyword, normalize_name, normalize_phone,

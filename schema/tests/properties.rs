@@ -216,7 +216,9 @@ proptest! {
     }
 
     /// Every section, with keys of every section and values of every type: the whole builder
-    /// (store, sources, server, security, memory) answers a config or a `ConfigError`.
+    /// (store, sources, server, security, memory) answers a config or a `ConfigError`. Keys
+    /// land in any section, so `rowkey_cache_mb` is tried both where it is read (`[memory]`)
+    /// and where it is refused with a pointer there (`[server]`, whatever the value's type).
     #[test]
     fn whole_config_builder_never_panics(
         text in "(\\[(store|server|security|memory|indexer|other)\\]\n|\\[\\[(sources|security\\.keys|tables)\\]\\]\n|(kind|thrift|pool_size|timeout_ms|brokers|topic|table|format|start|listen|workers|http_cpus|thrift_listen|thrift_workers|thrift_hbase_version|rowkey_cache_mb|id|sha256|scopes|rate_limit|budget_mb|index_writers_mb|name) = (-?[0-9]{1,12}|\"[a-z0-9:.]{0,12}\"|true|\\[-?[0-9]{0,4}\\]|\\[\"(lookup|admin|x)\"\\]|\\{ ?per_second = -?[0-9]{1,3} ?\\})\n){0,20}"

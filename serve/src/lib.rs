@@ -2,7 +2,7 @@
 //! the tests start in-process.
 //!
 //! - [`open`] / [`open_rows`] + [`open_with_rows`]: the store, one index and one indexer
-//!   thread per table, the query service's state, the reindexer; a [`Runtime`] holds them.
+//!   thread per table, the query service's state, the reindexer; an [`Instance`] holds them.
 //! - [`HttpServer`] / [`serve_http`]: the REST API on its own HTTP threads ([`HttpThreads`]:
 //!   one single-threaded runtime each, optionally pinned), never on the indexers' threads.
 //! - [`start_gateway`]: the HBase Thrift1 gateway over the embedded store.
@@ -20,6 +20,6 @@ pub use keys::{
     BLIND_KEY_ENV, CLI_KEY_ID, arm_blind_fields, blind_key, security_config, serve_auth,
 };
 pub use server::{
-    Indexers, OpenedRows, Runtime, bind, gateway_options, open, open_rows, open_with_rows,
+    Indexers, Instance, OpenedRows, bind, gateway_options, open, open_rows, open_with_rows,
     start_gateway, writer_options,
 };

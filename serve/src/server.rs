@@ -26,7 +26,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 /// when it swaps in a rebuilt index.
 pub type Indexers = Arc<Mutex<HashMap<String, IndexerHandle>>>;
 
-pub struct Runtime {
+/// One hbidx instance as [`open`] leaves it: the store, the indexers and the query service's
+/// state. [`Instance::start_http`] and [`Instance::serve`] put it on the network;
+/// [`Instance::shutdown_indexers`] commits and stops it.
+pub struct Instance {
     /// The embedded store, when it holds the rows (`[store] kind = "embedded"`, the default).
     pub embedded: Option<Arc<EmbeddedStore>>,
     pub indexers: Indexers,
@@ -185,7 +188,7 @@ pub fn open(
     data_dir: &Path,
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
-) -> Result<Runtime> {
+) -> Result<Instance> {
     let rows = open_rows(config, data_dir)?;
     open_with_rows(config, data_dir, policy, auth, rows)
 }
@@ -244,7 +247,7 @@ pub fn open_with_rows(
     policy: &CommitPolicy,
     auth: hbidx_query::auth::Auth,
     opened: OpenedRows,
-) -> Result<Runtime> {
+) -> Result<Instance> {
     // Before anything records: the indexer threads (and the HBase store's breaker) register
     // their metric handles when they start, and a handle taken before the recorder exists
     // stays a no-op for good.
@@ -336,7 +339,7 @@ pub fn open_with_rows(
     let probe = memory_probe(config.memory.clone(), embedded.clone(), &state);
     state = state.with_memory(probe);
     let state = Arc::new(state);
-    Ok(Runtime {
+    Ok(Instance {
         embedded,
         indexers,
         state,
@@ -355,18 +358,14 @@ fn store_options(config: &HbidxConfig) -> hbidx_store::EmbeddedStoreOptions {
     }
 }
 
-/// Every index writer's heap and each searcher's rowkey cache, from `[memory]`. `[server]
-/// rowkey_cache_mb`, where a config still sets it, is a per-table rowkey cache and wins.
+/// Every index writer's heap and each searcher's rowkey cache, from `[memory]`.
 pub fn writer_options(config: &HbidxConfig) -> WriterOptions {
     let memory = &config.memory;
     let tables = config.tables.len();
     WriterOptions {
         memory_budget_bytes: usize::try_from(memory.writer_heap_bytes(tables))
             .unwrap_or(usize::MAX),
-        rowkey_cache_bytes: config
-            .server
-            .rowkey_cache_bytes
-            .unwrap_or_else(|| memory.per_table(MemoryPart::RowkeyCache, tables)),
+        rowkey_cache_bytes: memory.per_table(MemoryPart::RowkeyCache, tables),
         // Every writer (live, reindex shadows) indexes only this instance's shard.
         cluster: config.cluster.clone().map(Arc::new),
         ..WriterOptions::default()
@@ -399,12 +398,7 @@ fn memory_probe(
             .as_ref()
             .map(|store| store.memory())
             .unwrap_or_default();
-        let rowkeys = searchers
-            .iter()
-            .map(|s| s.rowkey_cache_stats())
-            .fold((0, 0), |(bytes, budget), c| {
-                (bytes + c.bytes, budget + c.budget)
-            });
+        let rowkeys: u64 = searchers.iter().map(|s| s.rowkey_cache_stats().bytes).sum();
         MemoryPart::ALL
             .into_iter()
             .map(|part| {
@@ -416,8 +410,7 @@ fn memory_probe(
                     MemoryPart::StoreCache => (Some(store.block_cache_bytes), budget.bytes(part)),
                     MemoryPart::StoreMemtables => (Some(store.memtable_bytes), budget.bytes(part)),
                     MemoryPart::RowCache => (Some(store.row_cache_bytes), budget.bytes(part)),
-                    // A `[server] rowkey_cache_mb` override sets the caches' real bound.
-                    MemoryPart::RowkeyCache => (Some(rowkeys.0), rowkeys.1),
+                    MemoryPart::RowkeyCache => (Some(rowkeys), budget.bytes(part)),
                     MemoryPart::SourceBuffers => (None, budget.bytes(part)),
                 };
                 hbidx_query::MemoryUse {
@@ -447,7 +440,7 @@ fn instance_id(data_dir: &Path) -> Result<String> {
     Ok(id)
 }
 
-impl Runtime {
+impl Instance {
     /// The embedded store, for commands that only work on it (demo, bench).
     pub fn embedded(&self) -> Result<&Arc<EmbeddedStore>> {
         self.embedded
@@ -486,7 +479,7 @@ impl Runtime {
         Ok(())
     }
 
-    /// Starts the REST API's HTTP threads (`crate::http`) on `listener`; [`Runtime::serve`]
+    /// Starts the REST API's HTTP threads (`crate::http`) on `listener`; [`Instance::serve`]
     /// then takes connections.
     pub async fn start_http(
         &self,
@@ -532,11 +525,11 @@ impl Runtime {
     }
 }
 
-/// Starts the HBase Thrift gateway over the runtime's store (same process, same store: one
+/// Starts the HBase Thrift gateway over the instance's store (same process, same store: one
 /// process owns the data dir) and prints its address on a line of its own, which tests and
 /// scripts wait for.
 pub fn start_gateway(
-    runtime: &Runtime,
+    instance: &Instance,
     config: &HbidxConfig,
     options: GatewayOptions,
 ) -> Result<GatewayServer> {
@@ -550,7 +543,7 @@ pub fn start_gateway(
                 .map(|source| source.topic.clone()),
         });
     }
-    let store = runtime
+    let store = instance
         .embedded
         .clone()
         .context("the HBase Thrift gateway serves the embedded store; with [store] kind = \"hbase\" the rows are in HBase, whose own Thrift server answers")?;
@@ -664,24 +657,26 @@ mod tests {
         assert!(!crate::reindex::shadow_dir(&index_dir).exists());
     }
 
-    /// `[server] rowkey_cache_mb` is the budget the served tables' searchers get, over
-    /// `[memory]`'s split.
+    /// `[memory] rowkey_cache_mb` is the total: each served table's searcher gets its share.
     #[test]
-    fn the_server_rowkey_cache_budget_reaches_the_searchers() {
+    fn the_memory_rowkey_cache_budget_is_split_between_the_searchers() {
+        let example = hbidx_schema::EXAMPLE_CONFIG;
         let text = format!(
-            "{}\n[server]\nrowkey_cache_mb = 3\n",
-            hbidx_schema::EXAMPLE_CONFIG
+            "{example}\n{}\n[memory]\nrowkey_cache_mb = 6\n",
+            example.replace("name = \"user\"", "name = \"user2\"")
         );
         let config = hbidx_schema::parse_config(&text).unwrap();
+        assert_eq!(config.tables.len(), 2);
         let dir = tempfile::tempdir().unwrap();
-        let runtime = open(
+        let instance = open(
             &config,
             dir.path(),
             &Default::default(),
             hbidx_query::auth::Auth::default(),
         )
         .unwrap();
-        for table in runtime.state.tables.values() {
+        assert_eq!(instance.state.tables.len(), 2);
+        for table in instance.state.tables.values() {
             assert_eq!(table.searcher.rowkey_cache_stats().budget, 3 << 20);
         }
     }

@@ -4,14 +4,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use hbidx_demo::people::PeopleGen;
+use hbidx_demo::{DEMO_SEED, PersonColumns};
 use hbidx_indexer::CHANGE_FEED;
 use serde_json::json;
 
 use super::BATCH;
 use super::measure::{cpu_per_event, percentile, process_cpu_seconds};
 use crate::bench::Row;
-use crate::demo::{DEMO_SEED, PersonColumns};
-use crate::people::PeopleGen;
 use crate::report::UniformSample;
 use hbidx_store::now_ms;
 
@@ -163,13 +163,13 @@ async fn wait_job(
 /// index covers the last. The indexer reads each row's previous state to drop its old terms.
 /// The CPU per event leaves out the writing thread's own (generation and store writes).
 pub(super) async fn updates(
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     table: &hbidx_schema::config::TableConfig,
     sample: &mut UniformSample,
     rows: u64,
 ) -> Result<Row> {
-    let store = runtime.embedded()?.clone();
-    let runtime_table = runtime
+    let store = instance.embedded()?.clone();
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
@@ -197,7 +197,7 @@ pub(super) async fn updates(
             // A phone that no loaded person has.
             let (phone, name) = fresh.new_contact(rows + i);
             writer_sample.update(i, &phone);
-            let uid = crate::people::uid_of(i);
+            let uid = hbidx_demo::people::uid_of(i);
             batch.push(columns.update(&writer_table, &uid, &phone, &name, ts)?);
             count += 1;
             if batch.len() == BATCH {

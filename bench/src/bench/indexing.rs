@@ -5,14 +5,14 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use hbidx_demo::people::{PeopleGen, Person};
+use hbidx_demo::{DEMO_SEED, PersonColumns};
 use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
 use hbidx_schema::config::{HbidxConfig, TableConfig};
 
 use super::measure::{commit_summary, cpu_per_event, process_cpu_seconds};
 use super::{BATCH, BenchArgs};
 use crate::bench::Row;
-use crate::demo::{DEMO_SEED, PersonColumns};
-use crate::people::{PeopleGen, Person};
 use crate::report::UniformSample;
 use hbidx_store::now_ms;
 
@@ -90,7 +90,7 @@ pub(super) fn load_store(
 }
 
 /// Phase 2: the store reopened, then the indexer started on the full feed and timed until it
-/// has committed everything. Returns the runtime, indexer idle.
+/// has committed everything. Returns the instance, indexer idle.
 pub(super) async fn index_feed(
     args: &BenchArgs,
     config: &HbidxConfig,
@@ -99,7 +99,7 @@ pub(super) async fn index_feed(
     security: &hbidx_query::auth::SecurityConfig,
     table: &TableConfig,
     report: &mut Vec<Row>,
-) -> Result<hbidx_serve::Runtime> {
+) -> Result<hbidx_serve::Instance> {
     let rows = args.rows as u64;
     // Reopening the store replays fjall's journal of the phase 1 load: store recovery, which
     // any restart after a load pays, not indexing. It is timed and reported on its own row, so
@@ -124,14 +124,14 @@ pub(super) async fn index_feed(
     );
     let started = Instant::now();
     let cpu_before = process_cpu_seconds();
-    let runtime = hbidx_serve::open_with_rows(
+    let instance = hbidx_serve::open_with_rows(
         config,
         data_dir,
         policy,
         hbidx_query::auth::Auth::new(security),
         opened,
     )?;
-    runtime
+    instance
         .wait_caught_up(Duration::from_secs(24 * 3600))
         .await?;
     let secs = started.elapsed().as_secs_f64();
@@ -143,7 +143,7 @@ pub(super) async fn index_feed(
             .map(|(after, before)| after - before),
         rows,
     );
-    let commits = runtime
+    let commits = instance
         .state
         .tables
         .get(&table.name)
@@ -161,14 +161,14 @@ pub(super) async fn index_feed(
         .value(rate, "events/s")
         .also("CPU", micros, "µs/event"),
     );
-    Ok(runtime)
+    Ok(instance)
 }
 
 /// Phase 3: single rows written at a fixed rate with the indexer idle, each timed until it is
 /// searchable (the published index checkpoint covers its offset).
 pub(super) async fn searchable_latency(
     args: &BenchArgs,
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     runtime_table: &hbidx_query::TableRuntime,
     table: &TableConfig,
     columns: &PersonColumns,
@@ -189,7 +189,7 @@ pub(super) async fn searchable_latency(
                     match people.next() {
                         Some(person) => {
                             let mutation = columns.mutation(table, &person, now_ms())?;
-                            let receipt = runtime.embedded()?.mutate_sync(vec![mutation])?;
+                            let receipt = instance.embedded()?.mutate_sync(vec![mutation])?;
                             if let Some((_, offset)) = receipt.last_offset_by_table.first() {
                                 pending.push_back((*offset, Instant::now()));
                             }

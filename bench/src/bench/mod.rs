@@ -29,11 +29,11 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use hbidx_demo::{PersonColumns, demo_table};
 use hbidx_indexer::CommitPolicy;
 use hbidx_schema::config::HbidxConfig;
 use serde_json::json;
 
-use crate::demo::{PersonColumns, demo_table};
 pub(crate) use crate::report::Row;
 use crate::report::RssMonitor;
 
@@ -153,7 +153,7 @@ pub async fn run(
     // Phase 2: index the whole feed.
     let (api_key, security) = http::bench_key()?;
     let policy = CommitPolicy::default();
-    let runtime = indexing::index_feed(
+    let instance = indexing::index_feed(
         &args,
         &config,
         &data_dir,
@@ -163,27 +163,27 @@ pub async fn run(
         &mut report,
     )
     .await?;
-    report.extend(rss.phase_with_budget("indexing (change feed)", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("indexing (change feed)", instance.state.memory.as_ref()));
 
     if args.indexing_only {
-        if let Some(indexed) = runtime.state.tables.get(&table.name) {
+        if let Some(indexed) = instance.state.tables.get(&table.name) {
             let stats = indexed.searcher.sizes();
             report.push(index_size_row(&stats, String::new()));
         }
         report.push(store_size_row(&data_dir, rows));
-        runtime.shutdown_indexers().await?;
+        instance.shutdown_indexers().await?;
         return finish(&config, &args, &data_dir, &rss, report).await;
     }
 
     // Phase 3: event → searchable latency at a steady write rate.
-    let runtime_table = runtime
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
         .context("table missing")?
         .clone();
     report.push(
-        indexing::searchable_latency(&args, &runtime, &runtime_table, &table, &columns).await?,
+        indexing::searchable_latency(&args, &instance, &runtime_table, &table, &columns).await?,
     );
 
     // Phase 4: size, once the indexer's idle compaction (`CommitPolicy::compact_when_idle`)
@@ -195,8 +195,8 @@ pub async fn run(
     // dashboard sampler, which is also what drains the metrics' histogram samples into their
     // buckets every 2 s. Without it every lookup's samples pile up for the whole run (three
     // histograms a request): on the order of 100 MB more RSS by the end of the lookups.
-    let sampler = hbidx_query::spawn_sampler(&runtime.state);
-    let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
+    let sampler = hbidx_query::spawn_sampler(&instance.state);
+    let server = BenchServer::start(instance.state.clone(), http_threads.clone()).await?;
     let addr = server.addr;
     let script = data_dir.join("phones.lua");
     if args.lookup_seconds > 0 {
@@ -209,7 +209,7 @@ pub async fn run(
         )?;
         lookups::wrk_lookups(
             &args,
-            &runtime.state,
+            &instance.state,
             &http_threads,
             &script,
             addr,
@@ -233,14 +233,14 @@ pub async fn run(
     .await?;
     report.extend(rss.phase_with_budget(
         "latency, compaction and lookups",
-        runtime.state.memory.as_ref(),
+        instance.state.memory.as_ref(),
     ));
     scan_reindex(&client, &base, &table.name, &mut report).await?;
-    report.extend(rss.phase_with_budget("reindex by table scan", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("reindex by table scan", instance.state.memory.as_ref()));
     verify_full(&client, &base, &table.name, &mut report).await?;
-    report.extend(rss.phase_with_budget("verify --full", runtime.state.memory.as_ref()));
-    report.push(updates(&runtime, &table, &mut sample, rows).await?);
-    report.extend(rss.phase_with_budget("updates", runtime.state.memory.as_ref()));
+    report.extend(rss.phase_with_budget("verify --full", instance.state.memory.as_ref()));
+    report.push(updates(&instance, &table, &mut sample, rows).await?);
+    report.extend(rss.phase_with_budget("updates", instance.state.memory.as_ref()));
 
     // Phase 7: a restart. Everything is closed (the indexes committed, the store synced and
     // dropped), then timed from reopening the data dir to the first lookup answered over HTTP.
@@ -248,8 +248,8 @@ pub async fn run(
     server.stop().await?;
     sampler.abort();
     let _ = sampler.await;
-    restart::close(runtime, runtime_table).await?;
-    let (runtime, server, restart_row) = restart::restart(
+    restart::close(instance, runtime_table).await?;
+    let (instance, server, restart_row) = restart::restart(
         &config,
         &data_dir,
         &policy,
@@ -261,8 +261,8 @@ pub async fn run(
     )
     .await?;
     report.push(restart_row);
-    report.extend(rss.phase_with_budget("restart", runtime.state.memory.as_ref()));
-    let sampler = hbidx_query::spawn_sampler(&runtime.state);
+    report.extend(rss.phase_with_budget("restart", instance.state.memory.as_ref()));
+    let sampler = hbidx_query::spawn_sampler(&instance.state);
     let client = api_client(&api_key)?;
     server.stop().await?;
 
@@ -274,7 +274,7 @@ pub async fn run(
             &args,
             &config,
             &table,
-            &runtime,
+            &instance,
             &security,
             &http_threads,
             &client,
@@ -284,12 +284,12 @@ pub async fn run(
             &mut report,
         )
         .await?;
-        report.extend(rss.phase_with_budget("Thrift1 lookups", runtime.state.memory.as_ref()));
+        report.extend(rss.phase_with_budget("Thrift1 lookups", instance.state.memory.as_ref()));
     }
     sampler.abort();
 
     report.push(measure::rss_row());
-    runtime.shutdown_indexers().await?;
+    instance.shutdown_indexers().await?;
     finish(&config, &args, &data_dir, &rss, report).await
 }
 

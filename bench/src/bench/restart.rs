@@ -15,12 +15,12 @@ use crate::report::UniformSample;
 /// Shuts the indexers down (their indexes committed) and waits until nothing else holds the
 /// store, then drops it: reopening the data dir afterwards is a real restart.
 pub(super) async fn close(
-    runtime: hbidx_serve::Runtime,
+    instance: hbidx_serve::Instance,
     runtime_table: hbidx_query::TableRuntime,
 ) -> Result<()> {
     drop(runtime_table);
-    let store = runtime.embedded()?.clone();
-    runtime.shutdown_indexers().await?;
+    let store = instance.embedded()?.clone();
+    instance.shutdown_indexers().await?;
     let closing = Instant::now();
     while Arc::strong_count(&store) > 1 {
         anyhow::ensure!(
@@ -35,7 +35,7 @@ pub(super) async fn close(
 }
 
 /// Reopens the data dir as `serve` does and times it until a lookup by a sampled phone is
-/// answered with its row over HTTP. Returns the runtime and its server, still running.
+/// answered with its row over HTTP. Returns the instance and its server, still running.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn restart(
     config: &HbidxConfig,
@@ -46,11 +46,11 @@ pub(super) async fn restart(
     table: &hbidx_schema::config::TableConfig,
     api_key: &str,
     sample: &UniformSample,
-) -> Result<(hbidx_serve::Runtime, BenchServer, Row)> {
+) -> Result<(hbidx_serve::Instance, BenchServer, Row)> {
     let started = Instant::now();
     let opened = hbidx_serve::open_rows(config, data_dir)?;
     let store_secs = started.elapsed().as_secs_f64();
-    let runtime = hbidx_serve::open_with_rows(
+    let instance = hbidx_serve::open_with_rows(
         config,
         data_dir,
         policy,
@@ -58,7 +58,7 @@ pub(super) async fn restart(
         opened,
     )?;
     let index_secs = started.elapsed().as_secs_f64() - store_secs;
-    let server = BenchServer::start(runtime.state.clone(), http_threads.clone()).await?;
+    let server = BenchServer::start(instance.state.clone(), http_threads.clone()).await?;
     let client = api_client(api_key)?;
     let phone = sample
         .phones
@@ -92,5 +92,5 @@ pub(super) async fn restart(
         ),
     )
     .value(secs, "s");
-    Ok((runtime, server, row))
+    Ok((instance, server, row))
 }

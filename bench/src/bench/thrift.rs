@@ -20,7 +20,7 @@ pub(super) async fn thrift_lookups(
     args: &BenchArgs,
     config: &HbidxConfig,
     table: &hbidx_schema::config::TableConfig,
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     security: &hbidx_query::auth::SecurityConfig,
     http_threads: &hbidx_serve::HttpThreads,
     client: &reqwest::Client,
@@ -31,14 +31,14 @@ pub(super) async fn thrift_lookups(
 ) -> Result<()> {
     let script = data_dir.join("phones.lua");
     let gateway = hbidx_serve::start_gateway(
-        runtime,
+        instance,
         config,
         hbidx_gateway::GatewayOptions::new("127.0.0.1:0".parse()?),
     )?;
     let mut thrift = hbidx_store::HbaseConfig::new(gateway.local_addr().to_string());
     thrift.pool_size = 32;
     let hbase = hbidx_store::HbaseStore::new(thrift, &[(table.name.clone(), table.full_name())]);
-    let tables: Vec<hbidx_query::TableRuntime> = runtime.state.tables.values().cloned().collect();
+    let tables: Vec<hbidx_query::TableRuntime> = instance.state.tables.values().cloned().collect();
     let thrift_state = std::sync::Arc::new(
         hbidx_query::AppState::new(std::sync::Arc::new(hbase), tables)
             .with_auth(hbidx_query::auth::Auth::new(security)),
@@ -85,7 +85,7 @@ pub(super) async fn thrift_lookups(
         covered_lookups(
             args,
             table,
-            runtime,
+            instance,
             client,
             api_key,
             sample,
@@ -108,7 +108,7 @@ pub(super) async fn thrift_lookups(
 async fn covered_lookups(
     args: &BenchArgs,
     table: &hbidx_schema::config::TableConfig,
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     client: &reqwest::Client,
     api_key: &str,
     sample: &UniformSample,
@@ -177,7 +177,7 @@ async fn covered_lookups(
         .await?;
         report.extend(rows.into_iter().map(|row| relabel(row, label)));
     }
-    if let Some(indexed) = runtime.state.tables.get(&table.name) {
+    if let Some(indexed) = instance.state.tables.get(&table.name) {
         let searcher = indexed.searcher.clone();
         let sizes = tokio::task::spawn_blocking(move || searcher.covered_sizes(10_000)).await??;
         let rows = indexed

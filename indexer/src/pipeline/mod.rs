@@ -104,7 +104,7 @@ pub struct IndexerStats {
     pub last_commit_micros: AtomicU64,
     /// Repairs for the live indexer (read repair, `verify --repair`). It lives here because
     /// these stats are what a table's successive indexers share across a reindex swap.
-    pub repairs: crate::repair::RepairQueue,
+    pub repairs: crate::repair_queue::RepairQueue,
     /// The committed index as of the last commit (see [`IndexStats`](crate::index::IndexStats)),
     /// refreshed by the indexer thread so readers never walk segments on the async runtime.
     pub rows: AtomicU64,

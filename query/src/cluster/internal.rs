@@ -148,7 +148,7 @@ pub(crate) async fn apply(
 ) -> Result<Json<Applied>, ApiError> {
     let ApiJson(mutations) = mutations?;
     let runtime = state.table(&table_name)?;
-    let wait = crate::write::wants_indexed(&pairs)?;
+    let wait = crate::index_wait::wants_indexed(&pairs)?;
     let range = state.own_range(&table_name);
     for (index, mutation) in mutations.iter().enumerate() {
         if mutation.table != runtime.config.name {
@@ -177,7 +177,7 @@ pub(crate) async fn apply(
     }
     if let (true, Some(ticket)) = (wait, ticket) {
         let limit = state.limits.index_wait;
-        if !crate::write::ticket_indexed(runtime, ticket, limit).await {
+        if !crate::index_wait::ticket_indexed(runtime, ticket, limit).await {
             return Err(ApiError::IndexWaitTimeout {
                 detail: format!(
                     "in HBase, but was not searchable in this shard within {} ms",
@@ -218,7 +218,7 @@ pub(crate) async fn repair(
         .filter(|rowkey| super::in_range(range.as_ref(), rowkey))
         .collect();
     let scheduled = rowkeys.len();
-    crate::repair::schedule_local(&state, runtime, rowkeys);
+    crate::read_repair::schedule_local(&state, runtime, rowkeys);
     Ok(Json(serde_json::json!({ "scheduled": scheduled })))
 }
 

@@ -274,7 +274,7 @@ pub(super) async fn batch_lookup_rows(
         if !from_index {
             stale.sort();
             stale.dedup();
-            crate::repair::schedule(state, runtime, stale);
+            crate::read_repair::schedule(state, runtime, stale);
         }
     }
     record_dropped(&table.name, dropped);

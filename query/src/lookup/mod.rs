@@ -31,7 +31,8 @@ use params::{encode_cursor, resolve_field};
 pub(crate) use rows::{answered_by_index, kept_rows};
 use rows::{fetch_columns, index_only_row, row_matches};
 
-fn took_ms(started: Instant) -> f64 {
+/// Milliseconds since `started`, to the µs: a response's `took_ms`.
+pub(crate) fn took_ms(started: Instant) -> f64 {
     (started.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
 
@@ -194,7 +195,7 @@ async fn lookup_rows(
             .counters
             .stale_dropped
             .fetch_add(dropped as u64, Ordering::Relaxed);
-        crate::repair::schedule(state, runtime, stale);
+        crate::read_repair::schedule(state, runtime, stale);
     }
     state
         .counters

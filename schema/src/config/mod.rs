@@ -16,7 +16,7 @@
 //! | `[[sources]]` | [`KafkaSourceConfig`] | `sources.rs` |
 //! | `[server]` | [`ServerConfig`] | `server.rs` |
 //! | `[security]` | [`SecurityConfig`] | `security.rs` |
-//! | `[memory]` | [`MemoryBudget`] | `crate::memory` |
+//! | `[memory]` | [`MemoryBudget`] | `memory.rs` |
 //! | `[cluster]` | [`ClusterConfig`] | `cluster.rs` |
 //!
 //! ```toml
@@ -42,6 +42,7 @@
 
 mod cluster;
 mod error;
+mod memory;
 mod security;
 mod server;
 mod sources;
@@ -53,11 +54,11 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use crate::memory::{MemoryBudget, RawMemory, validate_memory};
-
 pub use cluster::{ClusterConfig, DEFAULT_SHARD_TIMEOUT, KeyRange};
 pub use error::ConfigError;
 pub(crate) use error::TableError;
+pub use memory::{DEFAULT_BUDGET_MB, MIN_WRITER_THREAD_BYTES, MemoryBudget, MemoryPart};
+use memory::{RawMemory, validate_memory};
 pub use security::{
     KeyConfig, MIN_KEY_LEN, RateLimit, Scope, SecurityConfig, check_plaintext_key, hash_key,
 };

@@ -11,7 +11,6 @@
 //! thrift_protocol = "binary"         # or "compact"
 //! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
 //! thrift_max_container_len = 100000  # elements one list, set or map of a request may claim
-//! rowkey_cache_mb = 64               # per table; overrides [memory]'s rowkey cache split
 //! max_connections = 4096             # REST connections open at once; more wait to be accepted
 //! header_timeout_ms = 30000          # a request's head must arrive within this (idle too)
 //! body_timeout_ms = 30000            # a request's body must arrive within this
@@ -46,6 +45,12 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// one that trickles bytes to hold a connection (slowloris).
 pub const DEFAULT_REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why `[server] rowkey_cache_mb` is refused: the rowkey cache is a part of `[memory]`, whose
+/// `rowkey_cache_mb` is the total for all tables. A per-table size under the same name in
+/// `[server]` would give one key two meanings.
+const SERVER_ROWKEY_CACHE_MB: &str = "is not a [server] key; set [memory] rowkey_cache_mb \
+     instead (the total for all tables, split evenly between them, not a size per table)";
+
 /// Which HBase release's Thrift1 server the gateway answers like.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HbaseApi {
@@ -69,7 +74,9 @@ pub(crate) struct RawServer {
     thrift_protocol: Option<String>,
     thrift_hbase_version: Option<i64>,
     thrift_max_container_len: Option<i64>,
-    rowkey_cache_mb: Option<i64>,
+    /// Read only to refuse it with a better message than "unknown field", naming the
+    /// `[memory]` key to set instead.
+    rowkey_cache_mb: Option<toml::Value>,
     max_connections: Option<i64>,
     header_timeout_ms: Option<i64>,
     body_timeout_ms: Option<i64>,
@@ -97,11 +104,6 @@ pub struct ServerConfig {
     /// Elements one list, set or map of a gateway request may claim; a request claiming more
     /// is refused before anything is allocated for it.
     pub thrift_max_container_len: usize,
-    /// Budget of each table searcher's rowkey cache, when set here; otherwise each table gets
-    /// its share of `[memory] rowkey_cache_mb`. Its hit ratio is on `/metrics`
-    /// (`hbidx_rowkey_cache_*`): when misses keep pace with hits, the working set is bigger
-    /// than the budget.
-    pub rowkey_cache_bytes: Option<u64>,
     /// REST connections served at once; the next is accepted when one closes, so a crowd of
     /// idle or slow clients queues in the listen backlog instead of taking memory and threads.
     pub max_connections: usize,
@@ -125,7 +127,6 @@ impl Default for ServerConfig {
             thrift_protocol: ThriftProtocol::Binary,
             thrift_api: HbaseApi::V2,
             thrift_max_container_len: DEFAULT_THRIFT_MAX_CONTAINER_LEN,
-            rowkey_cache_bytes: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
             body_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
@@ -230,16 +231,12 @@ impl ServerConfig {
                 ));
             }
         };
-        let rowkey_cache_bytes = match raw.rowkey_cache_mb {
-            None => None,
-            Some(mb @ 1..=65536) => Some((mb as u64) << 20),
-            Some(mb) => {
-                return Err(invalid(
-                    "rowkey_cache_mb",
-                    format!("{mb} is not within 1..=65536"),
-                ));
-            }
-        };
+        if raw.rowkey_cache_mb.is_some() {
+            return Err(invalid(
+                "rowkey_cache_mb",
+                SERVER_ROWKEY_CACHE_MB.to_owned(),
+            ));
+        }
         let max_connections = match raw.max_connections {
             None => DEFAULT_MAX_CONNECTIONS,
             Some(n @ 1..=1_000_000) => n as usize,
@@ -267,7 +264,6 @@ impl ServerConfig {
             thrift_protocol,
             thrift_api,
             thrift_max_container_len,
-            rowkey_cache_bytes,
             max_connections,
             header_timeout,
             body_timeout,
@@ -333,12 +329,10 @@ mod tests {
                 "thrift_lisen = \"127.0.0.1:1\"",
                 "server.thrift_lisen: unknown field",
             ),
-            ("rowkey_cache_mb = 0", "server.rowkey_cache_mb: 0"),
             (
                 "thrift_max_container_len = -1",
                 "server.thrift_max_container_len: -1",
             ),
-            ("rowkey_cache_mb = 100000", "server.rowkey_cache_mb: 100000"),
             ("max_connections = 0", "server.max_connections: 0"),
             ("header_timeout_ms = 0", "server.header_timeout_ms: 0"),
             ("body_timeout_ms = -5", "server.body_timeout_ms: -5"),
@@ -346,14 +340,33 @@ mod tests {
             let error = parse(text).unwrap_err().to_string();
             assert!(error.contains(expected), "{text}: {error}");
         }
-        assert_eq!(
-            parse("rowkey_cache_mb = 3").unwrap().rowkey_cache_bytes,
-            Some(3 << 20)
-        );
         let limits =
             parse("max_connections = 7\nheader_timeout_ms = 250\nbody_timeout_ms = 500").unwrap();
         assert_eq!(limits.max_connections, 7);
         assert_eq!(limits.header_timeout, std::time::Duration::from_millis(250));
         assert_eq!(limits.body_timeout, std::time::Duration::from_millis(500));
+    }
+
+    /// `rowkey_cache_mb` in `[server]` (a size per table) is refused, whatever its value, with
+    /// the `[memory]` key to set instead (the total).
+    #[test]
+    fn a_server_rowkey_cache_is_refused_naming_the_memory_key() {
+        for value in ["64", "0", "\"64\""] {
+            let error = parse(&format!("rowkey_cache_mb = {value}"))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                error,
+                "server.rowkey_cache_mb: is not a [server] key; set [memory] rowkey_cache_mb \
+                 instead (the total for all tables, split evenly between them, not a size per \
+                 table)",
+                "{value}"
+            );
+        }
+        let memory = format!(
+            "{}\n[memory]\nrowkey_cache_mb = 64\n",
+            crate::EXAMPLE_CONFIG
+        );
+        assert!(crate::config::parse_config(&memory).is_ok());
     }
 }

@@ -1,6 +1,6 @@
 //! Read repair: an index hit whose fetched row no longer matches (or no longer exists) is
 //! dropped from the answer, and the row is re-read from the store in the background and handed
-//! to the table's live indexer as a repair (see `hbidx_indexer::repair` for the merge rules).
+//! to the table's live indexer as a repair (indexer/src/drift.rs has the merge rules).
 //!
 //! The lookup only collects the rowkeys; the repair runs on its own task so the answer isn't
 //! delayed. Repair tasks are bounded per process: under a drift storm the extra ones are skipped

@@ -1,4 +1,5 @@
-//! Deterministic, realistic-looking customer records for `hbidx demo`.
+//! Deterministic, realistic-looking customer records for `hbidx demo`, the benchmark and the
+//! tests.
 //!
 //! Every [`Person`] has a sequential uid (`u00000001`, …), a Chinese name drawn with real surname
 //! frequencies (or, for ~3% of people, a Latin name), a valid mainland mobile number and a valid

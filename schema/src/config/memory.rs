@@ -22,7 +22,7 @@
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
+use super::ConfigError;
 
 /// One part of the [`MemoryBudget`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

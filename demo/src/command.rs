@@ -4,110 +4,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use hbidx_schema::config::{FieldKind, HbidxConfig, TableConfig};
-use hbidx_schema::model::{CellOp, Mutation};
+use anyhow::{Context, Result};
+use hbidx_schema::config::{HbidxConfig, TableConfig};
+use hbidx_store::now_ms;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use hbidx_store::now_ms;
-
 use crate::people::{PeopleGen, Person};
+use crate::table::{DEMO_SEED, PersonColumns, demo_table};
 
-/// The demo data set is deterministic so the printed examples match what was loaded.
-pub const DEMO_SEED: u64 = 20_261_120;
 const LOADED_MARKER: &str = "demo-loaded.json";
 const BATCH: usize = 1000;
-
-/// The columns a person is written to, found through the table's field kinds so the demo works
-/// with any config that has phone, idcard and name fields.
-pub struct PersonColumns {
-    name: String,
-    phone: String,
-    idcard: String,
-    city: String,
-}
-
-/// A put of `value` into `column` at `ts`.
-fn put(column: &str, value: &str, ts: i64) -> CellOp {
-    CellOp::Put {
-        column: column.to_string(),
-        ts,
-        value: value.as_bytes().to_vec(),
-    }
-}
-
-impl PersonColumns {
-    pub fn for_table(table: &TableConfig) -> Result<Self> {
-        let column_of = |kind: FieldKind| {
-            table
-                .fields
-                .iter()
-                .find(|f| f.kind == kind)
-                .map(|f| f.column.clone())
-                .with_context(|| {
-                    format!(
-                        "table \"{}\" has no {} field; the demo needs one",
-                        table.name,
-                        kind.as_str()
-                    )
-                })
-        };
-        let name = column_of(FieldKind::Name)?;
-        let family = name.split(':').next().unwrap_or("info").to_string();
-        Ok(Self {
-            phone: column_of(FieldKind::Phone)?,
-            idcard: column_of(FieldKind::Idcard)?,
-            city: format!("{family}:city"),
-            name,
-        })
-    }
-
-    pub fn mutation(&self, table: &TableConfig, person: &Person, ts: i64) -> Result<Mutation> {
-        let rowkey = table
-            .rowkey
-            .encode_random(&person.uid, &mut rand::rng())
-            .with_context(|| format!("encoding the rowkey of {}", person.uid))?;
-        let put = |column: &str, value: &str| put(column, value, ts);
-        Ok(Mutation {
-            table: table.name.clone(),
-            rowkey,
-            ops: vec![
-                put(&self.name, &person.name),
-                put(&self.phone, &person.phone),
-                put(&self.idcard, &person.idcard),
-                put(&self.city, &person.city),
-            ],
-        })
-    }
-
-    /// An update of the person `uid`: a new phone and name, the other columns untouched. The
-    /// rowkey must be a function of the uid, so that it is the same row.
-    pub fn update(
-        &self,
-        table: &TableConfig,
-        uid: &str,
-        phone: &str,
-        name: &str,
-        ts: i64,
-    ) -> Result<Mutation> {
-        let rowkey = table
-            .rowkey
-            .encode(uid)
-            .with_context(|| format!("encoding the rowkey of {uid} (updates need the same row)"))?;
-        Ok(Mutation {
-            table: table.name.clone(),
-            rowkey,
-            ops: vec![put(&self.phone, phone, ts), put(&self.name, name, ts)],
-        })
-    }
-}
-
-pub fn demo_table(config: &HbidxConfig) -> Result<&TableConfig> {
-    match config.table("user").or_else(|| config.tables.first()) {
-        Some(table) => Ok(table),
-        None => bail!("the config has no tables"),
-    }
-}
 
 /// Where and how the demo serves: `[server]` with the command line's overrides applied.
 pub struct Serving {
@@ -138,7 +44,7 @@ pub async fn run(
     let security = hbidx_serve::security_config(&config, Some(&api_key))?;
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-    let runtime = hbidx_serve::open(
+    let instance = hbidx_serve::open(
         &config,
         &data_dir,
         &Default::default(),
@@ -148,7 +54,7 @@ pub async fn run(
     let columns = PersonColumns::for_table(&table)?;
     let marker = data_dir.join(LOADED_MARKER);
     if marker.exists() {
-        let existing = runtime.embedded()?.count_rows(&table.name)?;
+        let existing = instance.embedded()?.count_rows(&table.name)?;
         eprintln!(
             "reusing {} ({} rows in table \"{}\"); nothing reloaded",
             data_dir.display(),
@@ -156,7 +62,7 @@ pub async fn run(
             table.name
         );
     } else {
-        load(&runtime, &table, &columns, rows)?;
+        load(&instance, &table, &columns, rows)?;
         std::fs::write(
             &marker,
             format!("{{\"rows\":{rows},\"seed\":{DEMO_SEED}}}\n"),
@@ -164,8 +70,8 @@ pub async fn run(
         .with_context(|| format!("writing {}", marker.display()))?;
     }
     let started = Instant::now();
-    runtime.wait_caught_up(Duration::from_secs(600)).await?;
-    let runtime_table = runtime
+    instance.wait_caught_up(Duration::from_secs(600)).await?;
+    let runtime_table = instance
         .state
         .tables
         .get(&table.name)
@@ -185,26 +91,28 @@ pub async fn run(
     let shown_key = generated.then_some(api_key.as_str());
     if no_serve {
         print_examples(listen, &table, &example, shown_key);
-        runtime.shutdown_indexers().await?;
+        instance.shutdown_indexers().await?;
         return Ok(());
     }
     let thrift = match gateway {
-        Some(options) => Some(hbidx_serve::start_gateway(&runtime, &config, options)?.local_addr()),
+        Some(options) => {
+            Some(hbidx_serve::start_gateway(&instance, &config, options)?.local_addr())
+        }
         None => None,
     };
     let listener = hbidx_serve::bind(listen).await?;
     let bound = listener.local_addr()?;
-    let http = runtime.start_http(listener, &http_threads).await?;
+    let http = instance.start_http(listener, &http_threads).await?;
     print_examples(bound, &table, &example, shown_key);
     if let Some(thrift) = thrift {
         print_thrift_example(thrift, &table);
     }
     eprintln!("listening on http://{bound} (Ctrl-C to stop)");
-    runtime.serve(http).await
+    instance.serve(http).await
 }
 
 fn load(
-    runtime: &hbidx_serve::Runtime,
+    instance: &hbidx_serve::Instance,
     table: &TableConfig,
     columns: &PersonColumns,
     rows: usize,
@@ -219,7 +127,7 @@ fn load(
     for person in PeopleGen::new(DEMO_SEED).take(rows) {
         batch.push(columns.mutation(table, &person, ts)?);
         if batch.len() == BATCH {
-            runtime
+            instance
                 .embedded()?
                 .mutate_sync(std::mem::take(&mut batch))?;
             bar.inc(BATCH as u64);
@@ -227,7 +135,7 @@ fn load(
     }
     if !batch.is_empty() {
         let n = batch.len() as u64;
-        runtime.embedded()?.mutate_sync(batch)?;
+        instance.embedded()?.mutate_sync(batch)?;
         bar.inc(n);
     }
     bar.finish();
