@@ -5,7 +5,7 @@
 #   ROWS=300000 SHARDS=3 SECONDS_PER_RUN=10 scripts/bench-cluster.sh
 #
 # Steps:
-#   1. cargo build --release; `hbidx demo --no-serve` loads ROWS generated people into an
+#   1. cargo build --profile production; `hbidx demo --no-serve` loads ROWS generated people into an
 #      embedded store, which `hbidx serve --thrift-listen` then serves as "HBase" (Thrift1);
 #   2. one unsharded instance and a tier of SHARDS shards (one replica each), all with the rows
 #      in that "HBase" and no Kafka source; each builds its index with `reindex --from-store`,
@@ -40,8 +40,8 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-cargo build --release --quiet
-BIN=$PWD/target/release/hbidx
+cargo build --profile production --quiet
+BIN=$PWD/target/production/hbidx
 EXAMPLE=$PWD/deploy/config/hbidx.toml
 
 echo "loading $ROWS rows into the HBase stand-in" >&2

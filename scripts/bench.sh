@@ -8,7 +8,7 @@
 # Steps:
 #   1. apt-get installs wrk and postgresql if they are missing (Rust/cargo must already be
 #      installed, e.g. with rustup: Debian's rustc is too old for this workspace);
-#   2. cargo build --release --features bench; `hbidx bench` (indexing, event->searchable
+#   2. cargo build --profile production --features bench; `hbidx bench` (indexing, event->searchable
 #      latency, size, RSS, and HTTP lookups by phone with wrk -t2 -c64) which also exports its
 #      people as CSV;
 #   3. a throwaway PostgreSQL 15 cluster in $WORK on 127.0.0.1 (default settings except
@@ -115,10 +115,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- 2. hbidx ----------------------------------------------------------------------------------
-log "cargo build --release --features bench"
-cargo build --release --features bench
+log "cargo build --profile production --features bench"
+cargo build --profile production --features bench
 log "hbidx bench --rows $ROWS $*"
-"$REPO/target/release/hbidx" bench --rows "$ROWS" --export-csv "$WORK/people.csv" "$@" \
+"$REPO/target/production/hbidx" bench --rows "$ROWS" --export-csv "$WORK/people.csv" "$@" \
     | tee "$WORK/hbidx-bench.md"
 
 hbidx_rows=$(grep '^|' "$WORK/hbidx-bench.md" | grep -v -e '^| measure |' -e '^|---' || true)

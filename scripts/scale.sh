@@ -13,10 +13,10 @@
 #   1. the disk the large run needs (bytes/row × rows: store, index, the reindex's shadow index
 #      and, with Kafka, the second data dir the Kafka part fills), against what `df` shows free
 #      where the bench writes; refuses when it is short;
-#   2. cargo build --release --features bench (the binary with `hbidx bench` in it);
+#   2. cargo build --profile production --features bench (the binary with `hbidx bench` in it);
 #   3. the broker (scripts/test.sh --setup: tansu on 127.0.0.1:9092) unless SCALE_KAFKA is empty;
 #      tansu keeps the topic in memory, so the large run also needs RAM for it;
-#   4. target/release/hbidx bench --rows N --kafka … --json …, small, middle, large (each run's
+#   4. target/production/hbidx bench --rows N --kafka … --json …, small, middle, large (each run's
 #      table and JSON are kept in $SCALE_OUT);
 #   5. one markdown table: measure | small | middle | large | ratio, with the machine and the
 #      command above it.
@@ -57,9 +57,9 @@ if [[ -n $KAFKA ]]; then
 fi
 
 # --- 2. build ----------------------------------------------------------------------------------
-log "cargo build --release --features bench"
-cargo build --release --features bench
-BIN=${CARGO_TARGET_DIR:-target}/release/hbidx
+log "cargo build --profile production --features bench"
+cargo build --profile production --features bench
+BIN=${CARGO_TARGET_DIR:-target}/production/hbidx
 [[ -x $BIN ]] || die "no $BIN after the build"
 command -v wrk >/dev/null 2>&1 || log "wrk is missing (apt-get install wrk): no lookup rows"
 
