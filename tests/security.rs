@@ -282,6 +282,88 @@ fn keys_scopes_rate_limits_and_open_health_checks() {
     }
 }
 
+/// What a client without a key sends must not create state: each made-up HTTP method used to
+/// add a histogram (~20 lines of `/metrics`) per method string.
+#[test]
+fn made_up_methods_without_a_key_add_no_metric_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["demo", "--rows", "200"], dir.path(), &[]);
+    let rows = server.url("/v1/tables/user/rows?phone=13800138000");
+    let scrape = || {
+        let (status, text) = util::get_text(&server.url("/metrics"));
+        assert_eq!(status, 200);
+        text
+    };
+    let attempt = |method: &str| {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        call(None, method, &rows, None).0
+    };
+    assert_eq!(attempt("X0"), 401);
+    // The first scrape is counted after it answers: the second shows its series too.
+    scrape();
+    let before = scrape();
+    for n in 1..=50 {
+        assert_eq!(attempt(&format!("X{n}")), 401);
+    }
+    let after = scrape();
+    assert!(
+        !after.contains("method=\"X"),
+        "a client-chosen method became a label:\n{after}"
+    );
+    assert!(after.contains("method=\"other\""), "{after}");
+    assert_eq!(
+        after
+            .lines()
+            .filter(|l| l.starts_with("hbidx_http_"))
+            .count(),
+        before
+            .lines()
+            .filter(|l| l.starts_with("hbidx_http_"))
+            .count(),
+        "50 made-up methods added metric series"
+    );
+}
+
+/// A 400 names the field and the kind of problem; it never quotes the value back (serde's
+/// messages do: ``invalid type: integer `13912345678` ``).
+#[test]
+fn bad_bodies_are_refused_without_echoing_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["demo", "--rows", "200"], dir.path(), &[]);
+    let rows = server.url("/v1/tables/user/rows");
+    use reqwest::Method as M;
+    for (method, url, body, path) in [
+        (
+            M::PUT,
+            format!("{rows}/x1"),
+            json!({"cells": {"info:phone": 13912345678u64}}),
+            "info:phone",
+        ),
+        (
+            M::PUT,
+            format!("{rows}/x1"),
+            json!({"cells": "110101199003077777"}),
+            "cells",
+        ),
+        (
+            M::POST,
+            format!("{rows}:batch-lookup"),
+            json!({"field": "phone", "values": [13912345678u64]}),
+            "values",
+        ),
+    ] {
+        let (status, answer) = call(Some(TEST_API_KEY), method.clone(), &url, Some(&body));
+        assert_eq!(status, 400, "{method} {url}: {answer}");
+        assert_eq!(answer["error"]["field"], "body", "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(path), "{message}");
+        assert!(
+            !message.contains("13912345678") && !message.contains("110101199003077777"),
+            "the answer quotes the value: {message}"
+        );
+    }
+}
+
 #[test]
 fn serve_without_any_key_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();

@@ -36,7 +36,29 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::PayloadTooLarge(rejection.body_text());
     }
-    ApiError::bad_request("body", rejection.body_text())
+    ApiError::bad_request("body", without_values(&rejection.body_text()))
+}
+
+/// serde's messages quote the value they stumbled on (``invalid type: integer `13912345678`,
+/// expected a string``, `invalid type: string "110101…"`): in an answer that echoes a phone or
+/// an idcard back, into client logs and proxies. Every quoted span is replaced by `…`; what is
+/// left says where (the JSON path, line and column) and what was expected.
+pub(crate) fn without_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find(['`', '"']) {
+        let quote = rest[start..].chars().next().unwrap_or('"');
+        let Some(len) = rest[start + 1..].find(quote) else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        out.push(quote);
+        out.push('…');
+        out.push(quote);
+        rest = &rest[start + 1 + len + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The query string as ordered pairs, so unknown and repeated parameters can be reported.
@@ -55,7 +77,32 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 }
 
 fn query_rejection(rejection: QueryRejection) -> ApiError {
-    ApiError::bad_request("query", rejection.body_text())
+    ApiError::bad_request("query", without_values(&rejection.body_text()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_values;
+
+    #[test]
+    fn quoted_values_are_left_out_of_messages() {
+        assert_eq!(
+            without_values(
+                "cells.info:phone: invalid type: integer `13912345678`, expected a string at line 1 column 40"
+            ),
+            "cells.info:phone: invalid type: integer `…`, expected a string at line 1 column 40"
+        );
+        assert_eq!(
+            without_values("invalid type: string \"110101199003077777\", expected a map"),
+            "invalid type: string \"…\", expected a map"
+        );
+        assert_eq!(
+            without_values("unterminated ` quote"),
+            "unterminated ` quote"
+        );
+        assert_eq!(without_values("no quotes"), "no quotes");
+        assert_eq!(without_values("`a` and `b`"), "`…` and `…`");
+    }
 }
 
 /// A JSON response body serialised into one `Vec` sized for a typical answer. axum's `Json`

@@ -80,7 +80,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "hbidx_http_requests_total",
         Counter,
         "route, method, status",
-        "HTTP requests answered, by route template and status class (2xx, 4xx, 5xx).",
+        "HTTP requests answered, by route template (`unmatched` for no route), method (`other` for one the API doesn't serve) and status class (2xx, 4xx, 5xx).",
     ),
     doc(
         "hbidx_http_request_duration_seconds",
@@ -420,11 +420,26 @@ impl<K, H: Clone> HandleCache<K, H> {
 pub struct MetricHandles {
     /// `hbidx_http_requests_total` and `hbidx_http_request_duration_seconds` by route template,
     /// method and status class.
-    http: HandleCache<(String, Method, &'static str), (metrics::Counter, metrics::Histogram)>,
+    http: HandleCache<(String, &'static str, &'static str), (metrics::Counter, metrics::Histogram)>,
     /// `hbidx_lookups_total` by table, field kind and match mode.
     pub(crate) lookups: HandleCache<(String, &'static str, &'static str), metrics::Counter>,
     /// `hbidx_lookup_hits` by table.
     pub(crate) hits: HandleCache<String, metrics::Histogram>,
+}
+
+/// The `method` label: the methods the API serves, and `other` for anything else. A client,
+/// even one without a key, chooses the method string, so labelling by it would let anyone
+/// create a new time series (and memory, and scrape size) per request.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
 }
 
 /// Counts and times one HTTP request by its route pattern (`unmatched` for a path no route
@@ -438,19 +453,20 @@ pub fn record_http(
 ) {
     let route = route.map_or("unmatched", |path| path.as_str());
     let status = status_class(status);
+    let method = method_label(method);
     let (requests, duration) = state.metric_handles.http.get(
-        |(r, m, s)| r == route && m == method && *s == status,
+        |(r, m, s)| r == route && *m == method && *s == status,
         || {
             let labels = [
                 ("route", route.to_string()),
-                ("method", method.as_str().to_string()),
+                ("method", method.to_string()),
                 ("status", status.to_string()),
             ];
             let handles = (
                 metrics::counter!("hbidx_http_requests_total", &labels),
                 metrics::histogram!("hbidx_http_request_duration_seconds", &labels),
             );
-            ((route.to_string(), method.clone(), status), handles)
+            ((route.to_string(), method, status), handles)
         },
     );
     requests.increment(1);
