@@ -3,6 +3,7 @@
 #
 #   scripts/fuzz.sh                   # each target FUZZ_SECONDS (default 20) seconds
 #   FUZZ_SECONDS=600 scripts/fuzz.sh json_event proxy_avro   # longer, some targets
+#   scripts/fuzz.sh --build-only      # only build them (scripts/test.sh, beside the tests)
 #
 # Installs cargo-fuzz (crates.io) when missing. The machine's toolchain is stable, and
 # cargo-fuzz passes nightly flags (-Zsanitizer, coverage): RUSTC_BOOTSTRAP=1 lets stable rustc
@@ -28,6 +29,11 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --version 0.13.2
 fi
 
+build_only=false
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=true
+  shift
+fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cd fuzz && cargo fuzz list)
@@ -36,6 +42,9 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 log "cargo fuzz build"
 (cd fuzz && cargo fuzz build --sanitizer none)
+if $build_only; then
+  exit 0
+fi
 for target in "${targets[@]}"; do
   log "fuzz $target for ${FUZZ_SECONDS}s"
   mkdir -p "$scratch/$target"

@@ -78,16 +78,26 @@ up() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
 TANSU_FEATURES=dynostore,libsql
 TANSU_ROOT=$(dirname "$(dirname "$TANSU")")
 export HBIDX_TANSU=$TANSU
-# HBIDX_TANSU names a broker binary of one's own: it is used as it is.
-if [ "$TANSU" = /opt/tansu/bin/tansu ] \
-  && { [ ! -x "$TANSU" ] || [ "$(cat "$TANSU_ROOT/FEATURES" 2>/dev/null)" != "$TANSU_FEATURES" ]; }; then
-  log "cargo install tansu 0.6.0 ($TANSU_FEATURES) into $TANSU_ROOT"
-  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false \
-    cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
-    --root "$TANSU_ROOT"
-  echo "$TANSU_FEATURES" >"$TANSU_ROOT/FEATURES"
-fi
-if ! up; then
+
+# The two tools built from crates.io: tansu (HBIDX_TANSU names a broker binary of one's own,
+# used as it is) and cargo-fuzz for scripts/fuzz.sh (which installs it too when run alone).
+install_tools() {
+  if [ "$TANSU" = /opt/tansu/bin/tansu ] \
+    && { [ ! -x "$TANSU" ] || [ "$(cat "$TANSU_ROOT/FEATURES" 2>/dev/null)" != "$TANSU_FEATURES" ]; }; then
+    log "cargo install tansu 0.6.0 ($TANSU_FEATURES) into $TANSU_ROOT"
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false \
+      cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
+      --root "$TANSU_ROOT"
+    echo "$TANSU_FEATURES" >"$TANSU_ROOT/FEATURES"
+  fi
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    log "cargo install cargo-fuzz 0.13.2"
+    cargo install cargo-fuzz --locked --version 0.13.2
+  fi
+}
+
+start_broker() {
+  up && return 0
   log "start tansu on $HBIDX_TEST_KAFKA"
   mkdir -p target/test-broker
   # The default listener is 0.0.0.0; always bind loopback.
@@ -97,18 +107,22 @@ if ! up; then
     --storage-engine memory://tansu/ >target/test-broker/tansu.log 2>&1 &
   for _ in $(seq 1 100); do up && break; sleep 0.1; done
   up || { cat target/test-broker/tansu.log; echo "tansu did not start" >&2; exit 1; }
-fi
-
-# cargo-fuzz for scripts/fuzz.sh (which installs it too when run on its own): installed with
-# the rest, so that on a fresh machine it compiles beside the first build.
-if ! cargo fuzz --version >/dev/null 2>&1; then
-  log "cargo install cargo-fuzz 0.13.2"
-  cargo install cargo-fuzz --locked --version 0.13.2
-fi
+}
 
 if [ "${1:-}" = "--setup" ]; then
+  install_tools
+  start_broker
   exit 0
 fi
+
+# On a fresh machine the tools compile beside the test build: both are mostly compiling, and
+# side by side they keep both cores busy through each one's serial stretches.
+tools_log=$(mktemp)
+results=$(mktemp)
+trap 'rm -f "$tools_log" "$results"' EXIT
+install_tools >"$tools_log" 2>&1 &
+tools_pid=$!
+
 # A seed per commit: the same commit replays the same fault plan and ops.
 if [ -z "${CHAOS_SEED:-}" ]; then
   commit=$(git rev-parse --short=8 HEAD 2>/dev/null || echo 1)
@@ -118,10 +132,33 @@ export CHAOS_SEED
 log "cargo test --release --workspace $* --no-run"
 t=$(date +%s)
 cargo test --release --workspace "$@" --no-run
-log "built in $(($(date +%s) - t)) s; cargo test --release --workspace $* -- --include-ignored (CHAOS_SEED=$CHAOS_SEED)"
+log "built in $(($(date +%s) - t)) s"
 t=$(date +%s)
-results=$(mktemp)
-trap 'rm -f "$results"' EXIT
+if ! wait "$tools_pid"; then
+  cat "$tools_log"
+  echo "installing tansu or cargo-fuzz failed" >&2
+  exit 1
+fi
+cat "$tools_log"
+log "tools ready $(($(date +%s) - t)) s after the test build"
+start_broker
+
+# The whole suite (no selection of packages or tests) ends with each libFuzzer target for a
+# bounded time from its committed seeds (scripts/fuzz.sh; FUZZ_SECONDS=0 skips it). Their build
+# shares nothing with the tests' (instrumented, its own target dir), so it runs while the
+# tests do, at the lowest CPU priority: it takes the cores only while the tests wait (on
+# sockets, brokers, timers), so it doesn't slow them.
+fuzz=false
+if { [ $# -eq 0 ] || [ "$*" = "--no-fail-fast" ]; } && [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  fuzz=true
+  fuzz_log=$(mktemp)
+  trap 'rm -f "$tools_log" "$results" "$fuzz_log"' EXIT
+  nice -n 19 bash scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
+  fuzz_pid=$!
+fi
+
+log "cargo test --release --workspace $* -- --include-ignored (CHAOS_SEED=$CHAOS_SEED)"
+t=$(date +%s)
 cargo test --release --workspace "$@" -- --include-ignored 2>&1 | tee "$results"
 log "tests ran in $(($(date +%s) - t)) s"
 # Every test ran: a test reported ignored here would be one that checked nothing.
@@ -130,10 +167,16 @@ if grep -E '^test result: .* [1-9][0-9]* ignored' "$results"; then
   exit 1
 fi
 
-# The whole suite (no selection of packages or tests) ends with each libFuzzer target for a
-# bounded time from its committed seeds (scripts/fuzz.sh; FUZZ_SECONDS=0 skips it).
-if { [ $# -eq 0 ] || [ "$*" = "--no-fail-fast" ]; } && [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+if $fuzz; then
+  t=$(date +%s)
+  if ! wait "$fuzz_pid"; then
+    cat "$fuzz_log"
+    echo "building the fuzz targets failed" >&2
+    exit 1
+  fi
+  cat "$fuzz_log"
+  log "fuzz targets built $(($(date +%s) - t)) s after the tests"
   t=$(date +%s)
   bash scripts/fuzz.sh
-  log "fuzz targets built and run in $(($(date +%s) - t)) s"
+  log "fuzz targets run in $(($(date +%s) - t)) s"
 fi
