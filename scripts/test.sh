@@ -115,6 +115,19 @@ if [ "${1:-}" = "--setup" ]; then
   exit 0
 fi
 
+# Waits for a job started in the background, prints its output, fails the run if it failed.
+join_background() { # pid log what after
+  local t
+  t=$(date +%s)
+  if ! wait "$1"; then
+    cat "$2"
+    echo "$3 failed" >&2
+    exit 1
+  fi
+  cat "$2"
+  log "$3: done $(($(date +%s) - t)) s after $4"
+}
+
 # On a fresh machine the tools compile beside the test build: both are mostly compiling, and
 # side by side they keep both cores busy through each one's serial stretches.
 tools_log=$(mktemp)
@@ -133,14 +146,7 @@ log "cargo test --release --workspace $* --no-run"
 t=$(date +%s)
 cargo test --release --workspace "$@" --no-run
 log "built in $(($(date +%s) - t)) s"
-t=$(date +%s)
-if ! wait "$tools_pid"; then
-  cat "$tools_log"
-  echo "installing tansu or cargo-fuzz failed" >&2
-  exit 1
-fi
-cat "$tools_log"
-log "tools ready $(($(date +%s) - t)) s after the test build"
+join_background "$tools_pid" "$tools_log" "installing tansu or cargo-fuzz" "the test build"
 start_broker
 
 # The whole suite (no selection of packages or tests) ends with each libFuzzer target for a
@@ -168,14 +174,7 @@ if grep -E '^test result: .* [1-9][0-9]* ignored' "$results"; then
 fi
 
 if $fuzz; then
-  t=$(date +%s)
-  if ! wait "$fuzz_pid"; then
-    cat "$fuzz_log"
-    echo "building the fuzz targets failed" >&2
-    exit 1
-  fi
-  cat "$fuzz_log"
-  log "fuzz targets built $(($(date +%s) - t)) s after the tests"
+  join_background "$fuzz_pid" "$fuzz_log" "building the fuzz targets" "the tests"
   t=$(date +%s)
   bash scripts/fuzz.sh
   log "fuzz targets run in $(($(date +%s) - t)) s"
