@@ -27,8 +27,10 @@ SHARDS=${SHARDS:-3}
 RUNS=${RUNS:-2}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 WORK=${WORK:-$(mktemp -d /tmp/hbidx-cluster-bench.XXXXXX)}
-KEY=hbidx_bench_cluster_key_0123456789abcdefghij
+KEY=hbidx_aGJpZHggYmVuY2gtY2x1c3RlciBrZXkuLi4uLi4uLi4
 export HBIDX_API_KEY=$KEY
+# The shards' key for each other's internal routes (the cluster scope alone).
+export HBIDX_CLUSTER_KEY=hbidx_aGJpZHggYmVuY2gtY2x1c3RlciBwZWVycycga2V5Li4
 
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 2; }
 cleanup() {

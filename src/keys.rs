@@ -10,6 +10,9 @@ pub enum ScopeArg {
     Lookup,
     Write,
     Admin,
+    /// The internal routes of a sharded tier: the key the instances call each other with
+    /// (`HBIDX_CLUSTER_KEY`).
+    Cluster,
 }
 
 impl From<ScopeArg> for Scope {
@@ -18,6 +21,7 @@ impl From<ScopeArg> for Scope {
             ScopeArg::Lookup => Scope::Lookup,
             ScopeArg::Write => Scope::Write,
             ScopeArg::Admin => Scope::Admin,
+            ScopeArg::Cluster => Scope::Cluster,
         }
     }
 }

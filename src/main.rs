@@ -216,9 +216,9 @@ enum Command {
 /// `--api-key` / `HBIDX_API_KEY`, the same flag on every command that takes one.
 #[derive(clap::Args)]
 struct ApiKeyArg {
-    /// An API key. `serve` and `demo` accept it with every scope beside the config's
-    /// [[security.keys]] (audit id "cli"; at least 24 characters, `hbidx keys new` makes one;
-    /// without it the demo makes one and prints it). `reindex` and `verify` send it to
+    /// An API key. `serve` and `demo` accept it with the lookup, write and admin scopes beside
+    /// the config's [[security.keys]] (audit id "cli"; only the form `hbidx keys new` prints:
+    /// "hbidx_" and 43 base64url characters; without it the demo makes one and prints it). `reindex` and `verify` send it to
     /// --server, which needs the admin scope; offline runs need none.
     #[arg(
         long = "api-key",
@@ -236,7 +236,7 @@ enum KeysCommand {
         /// The key's id in audit lines and error messages, e.g. the client's name.
         #[arg(long, default_value = "app")]
         id: String,
-        /// Scopes of the key; repeat or comma-separate (lookup, write, admin).
+        /// Scopes of the key; repeat or comma-separate (lookup, write, admin, cluster).
         #[arg(
             long = "scope",
             value_enum,

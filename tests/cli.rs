@@ -190,7 +190,7 @@ fn keys_new_and_hash_agree_and_schema_check_validates_security() {
     let short = hbidx(&["keys", "hash", "short"]);
     assert_eq!(short.status.code(), Some(2));
     assert!(
-        stderr(&short).contains("at least 24 characters"),
+        stderr(&short).contains("an API key must be what `hbidx keys new` prints"),
         "{}",
         stderr(&short)
     );

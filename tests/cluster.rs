@@ -18,7 +18,10 @@ use hbidx_demo::people::{PeopleGen, Person};
 use pinyin::ToPinyin;
 use serde_json::{Value, json};
 use util::kafka::{Producer, create_topic, json_source, unique_topic};
-use util::{Server, eventually, free_port, get, post, put, start_hbase_standin};
+use util::{
+    Server, TEST_CLUSTER_KEY, client, client_with_key, eventually, free_port, get, post, put, send,
+    start_hbase_standin,
+};
 
 /// Rows in HBase and events in the topic.
 const ROWS: usize = 1500;
@@ -335,6 +338,71 @@ fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
         },
     );
 
+    // The internal routes take the peers' key (HBIDX_CLUSTER_KEY, the cluster scope alone)
+    // and no other: the client key that has every other scope gets 403.
+    let node = tier.node(0, 0);
+    let status = node.url("/v1/internal/status");
+    let (code, body) = send(client().get(&status));
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"cluster\""),
+        "{body}"
+    );
+    let (code, body) = send(client_with_key(Some(TEST_CLUSTER_KEY)).get(&status));
+    assert_eq!((code, &body["shard"]), (200, &json!(0)), "{body}");
+    // And the peers' key is a key for nothing else.
+    let (code, _) = send(
+        client_with_key(Some(TEST_CLUSTER_KEY))
+            .get(node.url("/v1/tables/user/rows?phone=13800138000")),
+    );
+    assert_eq!(code, 403);
+
+    // A holder of the peers' key can't plant an index entry: a forwarded mutation is checked
+    // like a PUT (timestamps) and then indexed as the store has the row, not as sent. A row of
+    // shard 0 that HBase doesn't have, with a phone nobody has:
+    let example_config = hbidx_schema::config::parse_config(&example()).unwrap();
+    let planted = (0..)
+        .map(|i| format!("planted{i}"))
+        .map(|uid| example_config.tables[0].rowkey.encode(&uid).unwrap())
+        .find(|rowkey| layout_config.shard_of("user", rowkey) == 0)
+        .unwrap();
+    let apply = node.url("/v1/internal/tables/user/apply?wait=indexed");
+    let mutation = |ts: i64| {
+        json!([{
+            "table": "user",
+            "rowkey": planted,
+            "ops": [{"Put": {"column": "info:phone", "ts": ts, "value": b"13399990000".to_vec()}}]
+        }])
+    };
+    let peer = client_with_key(Some(TEST_CLUSTER_KEY));
+    let far_future = 4_102_444_800_000i64; // 2100-01-01
+    let (code, body) = send(peer.post(&apply).json(&mutation(far_future)));
+    assert_eq!(
+        (code, &body["error"]["field"]),
+        (400, &json!("[0].ops[0].ts")),
+        "{body}"
+    );
+    let (code, body) = send(peer.post(&apply).json(&mutation(1_700_000_000_000)));
+    assert_eq!(code, 200, "{body}");
+    for (_, _, server) in &tier.nodes {
+        // Answered from the index (covered column): the store would hide a planted hit.
+        let (_, found) =
+            get(&server.url("/v1/tables/user/rows?phone=13399990000&columns=info:city"));
+        assert_eq!(found["count"], 0, "a planted row was indexed: {found}");
+    }
+    // Both internal calls are audited, by the peers' key id.
+    eventually(
+        "the internal calls' audit lines",
+        Duration::from_secs(10),
+        || {
+            let log = node.log_text();
+            (log.contains("internal_apply") && log.contains("cluster-peers")).then_some(())
+        },
+    );
+
     // Every kind of lookup, through every instance of the tier.
     let all: Vec<&Server> = tier.nodes.iter().map(|(_, _, server)| server).collect();
     let queries = lookups(&people);
@@ -460,6 +528,11 @@ fn a_sharded_tier_answers_like_one_instance_and_names_a_missing_shard() {
     assert_eq!(body["error"]["code"], "shard_unavailable", "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("shard 1 is unavailable"), "{message}");
+    // The shard and what failed, never a peer's address or reply.
+    assert!(
+        !message.contains("127.0.0.1") && !message.contains("http://"),
+        "{message}"
+    );
     let (status, partial) = get(&node.url(&format!("/v1/tables/user/rows?{query}&partial=true")));
     assert_eq!(status, 200, "{partial}");
     assert_eq!(partial["missing_shards"], json!([1]), "{partial}");

@@ -565,6 +565,15 @@ impl Manifests {
             .map(|(_, d)| d)
     }
 
+    /// The directory (layout) of the manifest `doc` came from.
+    fn dir_of(&self, doc: &Yaml) -> &Path {
+        self.docs
+            .iter()
+            .find(|(_, d)| std::ptr::eq(d, doc))
+            .and_then(|(path, _)| path.parent())
+            .expect("a loaded manifest")
+    }
+
     fn named(&self, kind: &str) -> BTreeMap<String, &Yaml> {
         self.docs
             .iter()
@@ -661,6 +670,13 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
         assert!(objects.insert(object.clone()), "{object:?} twice");
     }
     let secrets = manifests.named("Secret");
+    let scripted = key_secrets_script().1;
+    for secret in &scripted {
+        assert!(
+            !secrets.contains_key(secret.as_str()),
+            "Secret {secret} is both in a manifest and made by create-key-secrets.sh"
+        );
+    }
     let config_maps = manifests.named("ConfigMap");
     let workloads: Vec<&Yaml> = manifests
         .docs
@@ -692,7 +708,68 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
         let thrift = by_name
             .get("hbase-thrift")
             .unwrap_or_else(|| panic!("{name}: hbidx without the Thrift server beside it"));
-        let thrift_port = container_ports(thrift)["thrift"];
+        // HBase's Thrift server (no authentication) listens on loopback only: hbidx beside it
+        // is its one client. Its port is the command's.
+        let command = strings(&thrift["command"]);
+        assert_eq!(
+            arg_after(&command, "--bind").as_deref(),
+            Some("127.0.0.1"),
+            "{name}: the HBase Thrift server must bind loopback: {command:?}"
+        );
+        assert!(
+            thrift["ports"].is_badvalue(),
+            "{name}: the loopback Thrift server declares a port"
+        );
+        let thrift_port: i64 = arg_after(&command, "-p")
+            .expect("hbase thrift start -p PORT")
+            .parse()
+            .unwrap();
+        // Every container runs as a user, on a read-only root filesystem, without privileges.
+        for container in containers {
+            let context = &container["securityContext"];
+            let container_name = str_of(&container["name"], "container name");
+            assert_eq!(
+                context["runAsNonRoot"].as_bool(),
+                Some(true),
+                "{name}/{container_name}"
+            );
+            assert_eq!(
+                context["readOnlyRootFilesystem"].as_bool(),
+                Some(true),
+                "{name}/{container_name}"
+            );
+            assert_eq!(
+                context["allowPrivilegeEscalation"].as_bool(),
+                Some(false),
+                "{name}/{container_name}"
+            );
+        }
+        // A NetworkPolicy of the same layout selects these pods and lets in port 8080 only.
+        let dir = manifests.dir_of(workload);
+        let policy = manifests
+            .docs
+            .iter()
+            .filter(|(path, doc)| {
+                path.parent() == Some(dir) && doc["kind"].as_str() == Some("NetworkPolicy")
+            })
+            .map(|(_, doc)| doc)
+            .find(|doc| {
+                doc["spec"]["podSelector"]["matchLabels"]
+                    .as_hash()
+                    .unwrap()
+                    .iter()
+                    .all(|(key, value)| &labels[str_of(key, "label")] == value)
+            })
+            .unwrap_or_else(|| panic!("{name}: no NetworkPolicy selects its pods"));
+        for rule in policy["spec"]["ingress"].as_vec().unwrap() {
+            let ports: Vec<i64> = rule["ports"]
+                .as_vec()
+                .expect("an ingress rule names its ports")
+                .iter()
+                .map(|p| p["port"].as_i64().unwrap())
+                .collect();
+            assert_eq!(ports, vec![8080], "{name}: NetworkPolicy ports");
+        }
         let ports = container_ports(hbidx);
         for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
             let (probe_path, port) = probe_path_and_port(hbidx, probe);
@@ -721,6 +798,11 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
             for env in container["env"].as_vec().into_iter().flatten() {
                 if let Some(secret) = env["valueFrom"]["secretKeyRef"]["name"].as_str() {
                     let key = str_of(&env["valueFrom"]["secretKeyRef"]["key"], "key");
+                    // Key Secrets are made by create-key-secrets.sh, never applied from a file.
+                    if scripted.contains(secret) {
+                        assert_eq!(key, "key", "{name}: Secret {secret}");
+                        continue;
+                    }
                     let data = &secrets
                         .get(secret)
                         .unwrap_or_else(|| panic!("{name}: env from unknown Secret {secret}"))["stringData"];
@@ -780,6 +862,12 @@ fn kubernetes_sidecar_probes_secrets_and_config() {
         .collect();
     for (service_name, service) in manifests.named("Service") {
         for port in service["spec"]["ports"].as_vec().unwrap() {
+            // HBase's Thrift server is for hbidx in its pod only.
+            assert_ne!(
+                port["port"].as_i64(),
+                Some(9090),
+                "Service {service_name} exposes the HBase Thrift port"
+            );
             if let Some(target) = port["targetPort"].as_str() {
                 assert!(
                     all_ports.contains(target),
@@ -951,15 +1039,112 @@ fn kubernetes_cluster_statefulset_maps_ordinals_to_the_layout() {
                 .is_some(),
             "{origin}: HBIDX_CLUSTER_KEY comes from a Secret"
         );
-        assert!(
-            config
-                .security
-                .keys
-                .iter()
-                .any(|key| key.scopes.iter().any(|scope| scope.as_str() == "cluster")),
-            "{origin}: no [[security.keys]] entry with the cluster scope"
-        );
+        // hbidx takes HBIDX_CLUSTER_KEY with the cluster scope alone; a configured key with
+        // that scope must have no other, or the peers' key would be a client key too.
+        for key in &config.security.keys {
+            let cluster = key.scopes.iter().any(|scope| scope.as_str() == "cluster");
+            assert!(
+                !cluster || key.scopes.len() == 1,
+                "{origin}: [[security.keys]] \"{}\" has the cluster scope and others",
+                key.id
+            );
+        }
         checked += 1;
     }
     assert!(checked > 0, "no StatefulSet runs a [cluster] layout");
+}
+
+/// deploy/k8s/create-key-secrets.sh: its text and the Secrets it creates (`secret NAME ID SCOPE`
+/// lines).
+fn key_secrets_script() -> (PathBuf, BTreeSet<String>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/k8s/create-key-secrets.sh");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let names = text
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("secret hbidx-"))
+        .map(|rest| format!("hbidx-{}", rest.split_whitespace().next().unwrap()))
+        .collect();
+    (path, names)
+}
+
+/// No file under deploy/ holds a usable API key or a placeholder that could pass for one: an
+/// example applied by accident must not open the service.
+#[test]
+fn no_deploy_file_holds_a_usable_key() {
+    let mut files = Vec::new();
+    files_under(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy"),
+        &mut files,
+    );
+    assert!(files.len() > 10);
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for (number, line) in text.lines().enumerate() {
+            let at = format!("{}:{}", path.display(), number + 1);
+            assert!(!line.contains("REPLACE"), "{at}: a placeholder: {line}");
+            for word in line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+                assert!(
+                    hbidx_schema::config::check_plaintext_key(word).is_err(),
+                    "{at}: an API key in a deploy file"
+                );
+            }
+        }
+    }
+}
+
+/// create-key-secrets.sh, run with the real `hbidx` and a kubectl that records what it is
+/// asked (there is no cluster here): one Secret per key, each a fresh key of the form hbidx
+/// accepts, and the printed entry is the Prometheus key's hash.
+#[test]
+fn create_key_secrets_makes_fresh_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("calls");
+    let kubectl = dir.path().join("kubectl");
+    std::fs::write(
+        &kubectl,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\n", calls.display()),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&kubectl).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&kubectl, permissions).unwrap();
+    let (script, names) = key_secrets_script();
+    let output = Command::new("sh")
+        .arg(&script)
+        .arg("--cluster")
+        .env("HBIDX", env!("CARGO_BIN_EXE_hbidx"))
+        .env("KUBECTL", &kubectl)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    let mut keys = BTreeMap::new();
+    for line in calls
+        .lines()
+        .filter(|l| l.starts_with("create secret generic "))
+    {
+        let mut words = line["create secret generic ".len()..].split_whitespace();
+        let name = words.next().unwrap().to_string();
+        let key = words
+            .next()
+            .and_then(|w| w.strip_prefix("--from-literal=key="))
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_string();
+        hbidx_schema::config::check_plaintext_key(&key).unwrap();
+        keys.insert(name, key);
+    }
+    assert_eq!(keys.keys().cloned().collect::<BTreeSet<_>>(), names);
+    let distinct: BTreeSet<&String> = keys.values().collect();
+    assert_eq!(distinct.len(), keys.len(), "every Secret its own key");
+    // The printed entry is the Prometheus key's, by hash, and parses as config.
+    let entry = String::from_utf8(output.stdout).unwrap();
+    let security = hbidx_schema::parse_config(&entry).unwrap().security;
+    assert_eq!(security.keys.len(), 1, "{entry}");
+    assert_eq!(security.keys[0].id, "prometheus");
+    assert_eq!(
+        security.keys[0].sha256,
+        hbidx_schema::config::hash_key(&keys["hbidx-prometheus-key"])
+    );
 }

@@ -559,3 +559,89 @@ fn rust_thrift_client_reads_writes_scans_and_gets_clear_errors() {
     assert!(io_message(error).contains("does not exist"));
     server.stop();
 }
+
+/// A connection that stays silent is closed after `thrift_idle_timeout_ms`, giving its worker
+/// back: with one worker, an idle client no longer locks every other client out.
+#[test]
+fn an_idle_connection_gives_its_worker_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hbidx.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[server]\nthrift_workers = 1\nthrift_idle_timeout_ms = 700\n",
+            include_str!("../deploy/config/hbidx.toml")
+        ),
+    )
+    .unwrap();
+    let server = Server::start_with_thrift(
+        &["serve"],
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    // Takes the only worker and sends nothing.
+    let idle = std::net::TcpStream::connect(server.thrift_addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let stream = std::net::TcpStream::connect(server.thrift_addr()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (read, write) = TTcpChannel::with_stream(stream).split().unwrap();
+    let mut client = HbaseSyncClient::new(
+        TBinaryInputProtocol::new(TBufferedReadTransport::new(read), true),
+        TBinaryOutputProtocol::new(TBufferedWriteTransport::new(write), true),
+    );
+    let names = client
+        .get_table_names()
+        .expect("answered once the idle connection is closed");
+    assert_eq!(names, vec![b"user".to_vec()]);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    drop(idle);
+}
+
+/// The gateway has no authentication: an address other than loopback is refused unless
+/// `thrift_allow_remote = true`, from the flag as from the config.
+#[test]
+fn a_remote_gateway_needs_an_explicit_opt_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--thrift-listen",
+            "0.0.0.0:0",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .env("HBIDX_API_KEY", util::TEST_API_KEY)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("0.0.0.0:0 is not a loopback address")
+            && stderr.contains("thrift_allow_remote = true"),
+        "{stderr}"
+    );
+    let config = dir.path().join("hbidx.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[server]\nthrift_allow_remote = true\n",
+            include_str!("../deploy/config/hbidx.toml")
+        ),
+    )
+    .unwrap();
+    let server = Server::start(
+        &["--config", config.to_str().unwrap(), "serve"],
+        &dir.path().join("data"),
+        &["--thrift-listen", "0.0.0.0:0"],
+    );
+    assert!(server.thrift.is_some(), "{}", server.log_text());
+}

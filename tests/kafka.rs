@@ -374,6 +374,69 @@ fn two_replicas_answer_identically_and_a_killed_one_catches_up() {
     );
 }
 
+/// Dead letters hold producers' raw bytes (personal data, blind fields' plaintext): the files
+/// are hbidx's user's alone (0600 in a 0700 directory). And anyone who can produce to the
+/// topic can send garbage: the files stay within `dead_letter_max_mb`, the oldest records
+/// dropped and counted.
+#[test]
+#[ignore = "needs a Kafka broker at HBIDX_TEST_KAFKA: scripts/test.sh starts one and runs it"]
+fn dead_letters_are_private_and_capped() {
+    use std::os::unix::fs::PermissionsExt;
+    let topic = unique_topic("garbage");
+    create_topic(&topic, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let source = format!(
+        "{}dead_letter_max_mb = 1\n",
+        json_source(&topic, "user", "json")
+    );
+    let config = write_config(dir.path(), &[], &source);
+    let producer = Producer::exact(&topic);
+    // 40 undecodable messages of 48 KiB: ~2.6 MB of dead letters in base64, 2.5x the cap.
+    const GARBAGE: usize = 40;
+    for i in 0..GARBAGE {
+        producer.send(b"x", &vec![b'#' + (i % 50) as u8; 48 * 1024]);
+    }
+    producer.flush();
+    let server = serve(&data, &config);
+    let status = wait_caught_up(&server, "user", 1, Duration::from_secs(120));
+    assert_eq!(
+        status["tables"]["user"]["dead_letters"], GARBAGE,
+        "{status}"
+    );
+
+    let dead = data.join("deadletters");
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dead), 0o700);
+    let files = [dead.join("user.jsonl"), dead.join("user.1.jsonl")];
+    let mut kept = 0;
+    let mut bytes = 0;
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+        let text = std::fs::read_to_string(file).unwrap();
+        kept += text.lines().count();
+        bytes += text.len();
+    }
+    assert!(
+        bytes <= 1024 * 1024,
+        "{bytes} bytes of dead letters over a 1 MiB cap"
+    );
+    let (_, text) = get_text(&server.url("/metrics"));
+    let dropped: f64 = hbidx_query::parse_exposition(&text)
+        .iter()
+        .filter(|s| {
+            s.name == "hbidx_dead_letters_dropped_total" && s.label("table") == Some("user")
+        })
+        .map(|s| s.value)
+        .sum();
+    assert!(kept >= 7, "{kept} records kept");
+    assert_eq!(
+        kept + dropped as usize,
+        GARBAGE,
+        "kept {kept}, dropped {dropped}"
+    );
+}
+
 #[test]
 #[ignore = "needs a Kafka broker at HBIDX_TEST_KAFKA: scripts/test.sh starts one and runs it"]
 fn malformed_events_go_to_dead_letters_and_indexing_goes_on() {

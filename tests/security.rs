@@ -379,20 +379,93 @@ fn serve_without_any_key_refuses_to_start() {
         stderr.contains("no API keys") && stderr.contains("hbidx keys new"),
         "{stderr}"
     );
-    // A key too short to be a real one is refused, naming where it came from.
-    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .env("HBIDX_API_KEY", "secret")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
+    // Only the form `hbidx keys new` prints is a key: a short secret, the deploy examples'
+    // old placeholder, a patterned string, each refused in one line naming where it came from
+    // and how to make a key, without quoting it.
+    for weak in [
+        "secret",
+        "REPLACE-with-the-output-of-hbidx-keys-new",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "hbidx_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .env("HBIDX_API_KEY", weak)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{weak}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--api-key / HBIDX_API_KEY: an API key must")
+                && stderr.contains("hbidx keys new"),
+            "{weak}: {stderr}"
+        );
+        assert!(!stderr.contains(weak), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}
+
+/// An instance of a sharded tier needs the peers' key in HBIDX_CLUSTER_KEY, and never takes
+/// the client key (HBIDX_API_KEY) for it.
+#[test]
+fn a_tier_instance_needs_its_own_peers_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = "[store]\nkind = \"hbase\"\nthrift = \"127.0.0.1:1\"\n\n\
+        [[sources]]\nkind = \"kafka\"\nbrokers = \"127.0.0.1:1\"\ntopic = \"t\"\ntable = \"user\"\n\
+        format = \"json\"\n\n\
+        [cluster]\nshards = [[\"http://127.0.0.1:1\"], [\"http://127.0.0.1:2\"]]\n";
+    let config = config_with(dir.path(), cluster);
+    let serve = |env: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hbidx"));
+        command
+            .arg("--config")
+            .arg(&config)
+            .args([
+                "--shard",
+                "0",
+                "--replica",
+                "0",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env_remove("HBIDX_API_KEY")
+            .env_remove("HBIDX_CLUSTER_KEY");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let output = serve(&[("HBIDX_API_KEY", TEST_API_KEY)]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--api-key / HBIDX_API_KEY: an API key must be at least 24 characters"),
+        stderr.contains("HBIDX_CLUSTER_KEY, which is not set")
+            && stderr.contains("--scope cluster"),
         "{stderr}"
     );
-    assert!(!stderr.contains("secret"), "{stderr}");
+    // The same key as the client's: refused, it would give the peers every scope.
+    let output = serve(&[
+        ("HBIDX_API_KEY", TEST_API_KEY),
+        ("HBIDX_CLUSTER_KEY", TEST_API_KEY),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cluster scope only"), "{stderr}");
+    // A weak one: refused like any key.
+    let output = serve(&[(
+        "HBIDX_CLUSTER_KEY",
+        "REPLACE-with-the-output-of-hbidx-keys-new",
+    )]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("HBIDX_CLUSTER_KEY: an API key must"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -550,4 +623,266 @@ fn server_stop_and_check(server: Server, values: &[&str]) {
             }
         }
     }
+}
+
+/// Requests without a valid key are limited per client address: past `refused_rate_limit`
+/// they get 429 with Retry-After and no audit line each, while a valid key from the same
+/// address and a keyless client from another address are not held back.
+#[test]
+fn refused_requests_are_limited_per_client_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(
+        dir.path(),
+        "[security]\nrefused_rate_limit = { per_second = 1, burst = 5 }\n",
+    );
+    let server = Server::start(
+        &["--config", config.to_str().unwrap(), "serve"],
+        &dir.path().join("data"),
+        &[],
+    );
+    let url = server.url("/v1/tables");
+    let statuses: Vec<u16> = (0..20)
+        .map(|_| {
+            call(
+                Some("hbidx_not_a_key_of_this_server_00000"),
+                reqwest::Method::GET,
+                &url,
+                None,
+            )
+            .0
+        })
+        .collect();
+    let refused = statuses.iter().filter(|&&s| s == 401).count();
+    let limited = statuses.iter().filter(|&&s| s == 429).count();
+    // A burst of 5, and a token a second while the 20 requests go out.
+    assert!(
+        (5..=7).contains(&refused) && refused + limited == 20,
+        "{statuses:?}"
+    );
+    let response = client_with_key(None).get(&url).send().unwrap();
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().contains_key("retry-after"));
+    let body: Value = response.json().unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("without a valid API key from this address"),
+        "{body}"
+    );
+    // A valid key is never held back by its address's refusals.
+    assert_eq!(
+        call(Some(TEST_API_KEY), reqwest::Method::GET, &url, None).0,
+        200
+    );
+    // Another address has its own bucket.
+    let other = reqwest::blocking::Client::builder()
+        .local_address("127.0.0.2".parse::<std::net::IpAddr>().unwrap())
+        .build()
+        .unwrap();
+    assert_eq!(other.get(&url).send().unwrap().status(), 401);
+    // The limited ones were counted, not audited line by line.
+    let (_, metrics) = util::get_text(&server.url("/metrics"));
+    let counted: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("hbidx_auth_refusals_limited_total "))
+        .expect("the counter")
+        .parse()
+        .unwrap();
+    assert!(counted >= (limited + 1) as f64, "{counted}");
+    let audited = server
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("refused") && l.contains("audit"))
+        .count();
+    assert!(audited <= refused + 2, "{audited} refusals audited");
+}
+
+/// A slowloris from one address (connections that send part of a head and wait) takes at most
+/// `max_connections_per_client` connections, each for at most the header timeout (5 s by
+/// default): the probes from another address are answered at once throughout.
+#[test]
+fn a_slowloris_from_one_address_leaves_the_probes_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(
+        dir.path(),
+        "[server]\nmax_connections = 64\nmax_connections_per_client = 16\n",
+    );
+    let server = Server::start(
+        &["--config", config.to_str().unwrap(), "serve"],
+        &dir.path().join("data"),
+        &[],
+    );
+    let addr: std::net::SocketAddr = server.base.trim_start_matches("http://").parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    const FLOOD: usize = 100;
+    let started = std::time::Instant::now();
+    let mut flood: Vec<std::net::TcpStream> = runtime.block_on(async {
+        let mut streams = Vec::new();
+        for _ in 0..FLOOD {
+            // From another loopback address: std's sockets can't pick their source.
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            let stream = socket.connect(addr).await.unwrap().into_std().unwrap();
+            stream.set_nonblocking(false).unwrap();
+            streams.push(stream);
+        }
+        streams
+    });
+    for stream in &mut flood {
+        // Part of a head, never finished.
+        use std::io::Write;
+        let _ = stream.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n");
+    }
+    // The probes, from 127.0.0.1, while the flood holds its connections.
+    let probe = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    for path in ["/healthz", "/readyz", "/healthz"] {
+        let response = probe
+            .get(server.url(path))
+            .send()
+            .expect("a probe is answered");
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    // All but 16 of the flood's connections were closed as they were accepted.
+    let closed = |streams: &mut Vec<std::net::TcpStream>, within: Duration| {
+        use std::io::Read;
+        let deadline = std::time::Instant::now() + within;
+        let mut closed = 0;
+        for stream in streams.iter_mut() {
+            let mut buf = [0u8; 1024];
+            // Whatever the server says before closing (a 408) is read past.
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                stream
+                    .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                    .unwrap();
+                match stream.read(&mut buf) {
+                    Ok(0) => {
+                        closed += 1;
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(err)
+                        if matches!(
+                            err.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        break;
+                    }
+                    Err(_) => {
+                        closed += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        closed
+    };
+    assert_eq!(closed(&mut flood, Duration::from_millis(100)), FLOOD - 16);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let (_, metrics) = util::get_text(&server.url("/metrics"));
+    assert!(
+        metrics.contains(&format!(
+            "hbidx_connections_refused_total{{reason=\"per_client\"}} {}",
+            FLOOD - 16
+        )),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("refused"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    // The 16 it kept are closed within the default header timeout.
+    assert_eq!(closed(&mut flood, Duration::from_secs(6)), FLOOD);
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// `POST /v1/tables/{table}/rows:lookup`: the GET form's parameters in a JSON body, so a
+/// looked-up phone never appears in a URL; the same answer.
+#[test]
+fn the_post_form_of_a_lookup_answers_like_the_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with(dir.path(), "");
+    let server = Server::start(
+        &["--config", config.to_str().unwrap(), "serve"],
+        &dir.path().join("data"),
+        &[],
+    );
+    let rows = server.url("/v1/tables/user/rows");
+    let person = json!({"cells": {"info:name": "张三", "info:phone": "13800138000"}});
+    let (status, body) = call(
+        Some(TEST_API_KEY),
+        reqwest::Method::PUT,
+        &format!("{rows}/u1?wait=indexed"),
+        Some(&person),
+    );
+    assert_eq!(status, 200, "{body}");
+    let comparable = |mut body: Value| {
+        body.as_object_mut().unwrap().remove("took_ms");
+        body
+    };
+    for (query, object) in [
+        ("phone=13800138000", json!({"phone": "13800138000"})),
+        (
+            "phone=13800138000&limit=5",
+            json!({"phone": "13800138000", "limit": 5}),
+        ),
+        (
+            "name=张&match=prefix",
+            json!({"name": "张", "match": "prefix"}),
+        ),
+    ] {
+        let (get_status, got) = call(
+            Some(TEST_API_KEY),
+            reqwest::Method::GET,
+            &format!("{rows}?{query}"),
+            None,
+        );
+        let (post_status, posted) = call(
+            Some(TEST_API_KEY),
+            reqwest::Method::POST,
+            &server.url("/v1/tables/user/rows:lookup"),
+            Some(&object),
+        );
+        assert_eq!((get_status, post_status), (200, 200), "{got} {posted}");
+        assert_eq!(got["count"], 1, "{got}");
+        assert_eq!(comparable(got), comparable(posted), "{query}");
+    }
+    // A value that isn't a scalar is named, not quoted.
+    let (status, body) = call(
+        Some(TEST_API_KEY),
+        reqwest::Method::POST,
+        &server.url("/v1/tables/user/rows:lookup"),
+        Some(&json!({"phone": ["13800138000"]})),
+    );
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("phone")),
+        "{body}"
+    );
+    assert!(!body.to_string().contains("13800138000"), "{body}");
+    // The lookup scope, like the GET.
+    let (status, _) = call(
+        None,
+        reqwest::Method::POST,
+        &server.url("/v1/tables/user/rows:lookup"),
+        Some(&json!({"phone": "13800138000"})),
+    );
+    assert_eq!(status, 401);
 }

@@ -215,6 +215,7 @@ pub async fn run(
         start: StartPolicy::Earliest,
         properties: Default::default(),
         prefetch_kbytes: None,
+        dead_letter_max_bytes: hbidx_schema::config::DEFAULT_DEAD_LETTER_MAX_MB << 20,
     }];
     let kafka_dir = data_dir.join("kafka");
     // Nothing is served over HTTP here, so no API keys.

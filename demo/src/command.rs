@@ -41,7 +41,7 @@ pub async fn run(
         Some(key) => (key, false),
         None => (hbidx_query::auth::generate_key(), true),
     };
-    let security = hbidx_serve::security_config(&config, Some(&api_key))?;
+    let security = hbidx_serve::security_config(&config, Some(&api_key), None)?;
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data dir {}", data_dir.display()))?;
     let instance = hbidx_serve::open(

@@ -1,6 +1,6 @@
 //! The REST API's parsers of caller input, through the real router over a real embedded store
 //! and index: the first byte picks the request (a lookup's query string, a batch lookup's
-//! body, a write's body, an internal hits query), the rest is the caller's part. Whatever
+//! body, a write's body, an internal hits body), the rest is the caller's part. Whatever
 //! arrives, the answer is not a server error.
 #![no_main]
 
@@ -11,7 +11,9 @@ use axum::http::{Request, header};
 use libfuzzer_sys::fuzz_target;
 use tower::ServiceExt;
 
-const KEY: &str = "hbidx_fuzz_key_0123456789abcdefghijklmnopqrst";
+const KEY: &str = "hbidx_aGJpZHggZnV6eiB0YXJnZXQga2V5Li4uLi4uLi4uLi4";
+/// The internal routes take only a key with the `cluster` scope.
+const PEER_KEY: &str = "hbidx_aGJpZHggZnV6eiBwZWVycycga2V5Li4uLi4uLi4uLi4";
 
 struct Service {
     runtime: tokio::runtime::Runtime,
@@ -33,6 +35,9 @@ static SERVICE: LazyLock<Service> = LazyLock::new(|| {
     security
         .add_plaintext_key("fuzz", KEY, "fuzz key")
         .expect("the fuzz key");
+    security
+        .add_cluster_key("fuzz-peers", PEER_KEY, "fuzz peers' key")
+        .expect("the fuzz peers' key");
     let auth = hbidx_query::auth::Auth::new(&security);
     let serve = runtime
         .block_on(async { hbidx_serve::open(&config, dir.path(), &Default::default(), auth) })
@@ -52,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let service = &*SERVICE;
     let text = String::from_utf8_lossy(rest);
+    let key = if selector % 4 == 3 { PEER_KEY } else { KEY };
     let request = match selector % 4 {
         0 => Request::get(format!("/v1/tables/user/rows?{text}")).body(Body::empty()),
         1 => Request::post("/v1/tables/user/rows:batch-lookup")
@@ -60,7 +66,9 @@ fuzz_target!(|data: &[u8]| {
         2 => Request::put("/v1/tables/user/rows/u00000001")
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(rest.to_vec())),
-        _ => Request::get(format!("/v1/internal/tables/user/hits?{text}")).body(Body::empty()),
+        _ => Request::post("/v1/internal/tables/user/hits")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(rest.to_vec())),
     };
     // Bytes that can't be a URI never reach the service.
     let Ok(mut request) = request else {
@@ -68,7 +76,7 @@ fuzz_target!(|data: &[u8]| {
     };
     request.headers_mut().insert(
         header::AUTHORIZATION,
-        format!("Bearer {KEY}").parse().expect("a header value"),
+        format!("Bearer {key}").parse().expect("a header value"),
     );
     let response = service
         .runtime

@@ -201,7 +201,7 @@ impl TInputProtocol for NullableArgs {
         self.inner.read_map_end()
     }
 
-    crate::protocol::forward_reads! {
+    hbidx_store::forward_reads! {
         read_bool -> bool,
         read_bytes -> Vec<u8>,
         read_i8 -> i8,

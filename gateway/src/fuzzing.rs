@@ -16,8 +16,8 @@ use thrift::server::TProcessor;
 use thrift::transport::{TBufferChannel, TReadTransport};
 
 use crate::args::NullableArgsFactory;
-use crate::limits::{LimitedFactory, Limits, Wire};
 use crate::{ConfiguredTable, Gateway, GatewayOptions};
+use hbidx_store::thrift_limits::{LimitedFactory, Limits, Wire};
 
 /// A gateway over an embedded store in a directory of the caller's, taking one request at a
 /// time.

@@ -51,9 +51,11 @@
 //!
 //! # Connections and threads
 //!
-//! The server is thrift 0.17's `TServer`: one worker thread per open connection, for the
-//! connection's whole life. A connection beyond the worker count waits, without an answer,
-//! until another closes, so [`GatewayOptions::workers`] must cover every client's connection
+//! The server (server.rs, thrift 0.17's `TServer` loop with a socket timeout it can't set):
+//! one worker thread per open connection, for the connection's whole life or until it sends
+//! nothing for [`GatewayOptions::idle_timeout`]. A connection beyond the worker count waits,
+//! without an answer, in the listen backlog until a worker is free, so
+//! [`GatewayOptions::workers`] must cover every client's connection
 //! pool (happybase's `ConnectionPool(size=N)` holds N). Handlers call the store's sync methods
 //! directly; they run on those worker threads, never on the async runtime.
 //!
@@ -64,10 +66,8 @@ mod admin;
 mod args;
 mod error;
 mod handler;
-mod limits;
 mod options;
 mod parse;
-mod protocol;
 mod reads;
 mod scanners;
 mod server;

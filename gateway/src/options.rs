@@ -33,10 +33,16 @@ pub struct GatewayOptions {
     pub max_scanners: usize,
     /// The HBase release to answer like.
     pub api: HbaseApi,
-    /// Elements one list, set or map of a request may claim (limits.rs).
+    /// Elements one list, set or map of a request may claim (hbidx_store::thrift_limits).
     pub max_container_len: usize,
-    /// Bytes one string or binary of a request may claim (limits.rs).
+    /// Bytes one string or binary of a request may claim (hbidx_store::thrift_limits).
     pub max_string_len: usize,
+    /// Whether `listen` may be other than loopback (`[server] thrift_allow_remote`): the
+    /// gateway has no authentication.
+    pub allow_remote: bool,
+    /// A connection that sends nothing this long (between calls or within one) is closed,
+    /// freeing its worker.
+    pub idle_timeout: Duration,
 }
 
 impl GatewayOptions {
@@ -53,6 +59,8 @@ impl GatewayOptions {
             api: HbaseApi::default(),
             max_container_len: hbidx_schema::config::DEFAULT_THRIFT_MAX_CONTAINER_LEN,
             max_string_len: DEFAULT_MAX_STRING_LEN,
+            allow_remote: false,
+            idle_timeout: hbidx_schema::config::DEFAULT_THRIFT_IDLE_TIMEOUT,
         }
     }
 }

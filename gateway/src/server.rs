@@ -11,16 +11,16 @@ use thrift::protocol::{
     TBinaryInputProtocolFactory, TBinaryOutputProtocolFactory, TCompactInputProtocolFactory,
     TCompactOutputProtocolFactory, TInputProtocolFactory, TOutputProtocolFactory,
 };
-use thrift::server::TServer;
 use thrift::transport::{
     TBufferedReadTransportFactory, TBufferedWriteTransportFactory, TFramedReadTransportFactory,
-    TFramedWriteTransportFactory, TReadTransportFactory, TWriteTransportFactory,
+    TFramedWriteTransportFactory, TIoChannel, TReadTransportFactory, TTcpChannel,
+    TWriteTransportFactory,
 };
 
 use crate::args::NullableArgsFactory;
 use crate::handler::Gateway;
-use crate::limits::{LimitedFactory, Limits, Wire};
 use crate::options::{ConfiguredTable, GatewayOptions};
+use hbidx_store::thrift_limits::{LimitedFactory, Limits, Wire};
 
 /// How long `serve` waits for the server thread to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,6 +52,16 @@ pub fn serve(
     if options.workers == 0 {
         return Err(StoreError::InvalidRequest {
             reason: "the thrift gateway needs at least one worker".to_owned(),
+        });
+    }
+    // Checked here too, not only in the config: `--thrift-listen` bypasses `[server]`.
+    if !options.listen.ip().is_loopback() && !options.allow_remote {
+        return Err(StoreError::InvalidRequest {
+            reason: format!(
+                "{} {}",
+                options.listen,
+                hbidx_schema::config::THRIFT_REMOTE_REFUSED
+            ),
         });
     }
     let bind_error = |source: std::io::Error| StoreError::GatewayBind {
@@ -160,6 +170,7 @@ where
             TBinaryOutputProtocolFactory::new(),
             options.workers,
             addr,
+            options.idle_timeout,
         ),
         ThriftProtocol::Compact => listener(
             processor,
@@ -173,11 +184,20 @@ where
             TCompactOutputProtocolFactory::new(),
             options.workers,
             addr,
+            options.idle_timeout,
         ),
     }
 }
 
-/// The server thread for one transport/protocol combination.
+/// The server thread for one transport/protocol combination: accepts connections, gives each
+/// the idle timeout, and hands it to one of `workers` threads, which serves it until it closes.
+///
+/// thrift's own `TServer` does the same but can't set a socket option on what it accepts, and
+/// queues accepted connections without bound while every worker is busy. Here the acceptor
+/// waits for a free worker instead (new clients wait in the listen backlog, holding nothing),
+/// and a connection silent for `idle_timeout` is closed, so idle clients can't hold every
+/// worker.
+#[allow(clippy::too_many_arguments)]
 fn listener<RTF, IPF, WTF, OPF>(
     processor: HbaseSyncProcessor<Gateway>,
     read_transport: RTF,
@@ -186,6 +206,7 @@ fn listener<RTF, IPF, WTF, OPF>(
     output_protocol: OPF,
     workers: usize,
     addr: SocketAddr,
+    idle_timeout: Duration,
 ) -> ServerThread
 where
     RTF: TReadTransportFactory + Send + 'static,
@@ -194,14 +215,83 @@ where
     OPF: TOutputProtocolFactory + Send + 'static,
 {
     Box::new(move || {
-        let mut server = TServer::new(
-            read_transport,
-            input_protocol,
-            write_transport,
-            output_protocol,
-            processor,
-            workers,
-        );
-        server.listen(addr)
+        let listener = std::net::TcpListener::bind(addr)?;
+        let processor = Arc::new(processor);
+        // A rendezvous: a connection is handed over only to a worker waiting for one.
+        let (hand, take) = std::sync::mpsc::sync_channel::<Protocols>(0);
+        let take = Arc::new(std::sync::Mutex::new(take));
+        for index in 0..workers {
+            let take = take.clone();
+            let processor = processor.clone();
+            std::thread::Builder::new()
+                .name(format!("thrift-worker-{index}"))
+                .spawn(move || {
+                    loop {
+                        let next = hbidx_store::lock(&take).recv();
+                        let Ok((mut input, mut output)) = next else {
+                            return;
+                        };
+                        serve_connection(&processor, &mut *input, &mut *output);
+                    }
+                })?;
+        }
+        for stream in listener.incoming() {
+            let stream = match stream {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a gateway connection failed");
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            // A read or write blocked this long fails the connection: a client that sends
+            // nothing (between calls or within one), or stops reading its replies.
+            if stream.set_read_timeout(Some(idle_timeout)).is_err()
+                || stream.set_write_timeout(Some(idle_timeout)).is_err()
+            {
+                continue;
+            }
+            let (read, write) = match TTcpChannel::with_stream(stream).split() {
+                Ok(halves) => halves,
+                Err(error) => {
+                    tracing::warn!(%error, "splitting a gateway connection failed");
+                    continue;
+                }
+            };
+            let input = input_protocol.create(read_transport.create(Box::new(read)));
+            let output = output_protocol.create(write_transport.create(Box::new(write)));
+            if hand.send((input, output)).is_err() {
+                break;
+            }
+        }
+        Err(thrift::Error::Application(thrift::ApplicationError {
+            kind: thrift::ApplicationErrorKind::Unknown,
+            message: "the gateway's accept loop ended".into(),
+        }))
     })
+}
+
+/// One connection's protocols, handed from the acceptor to a worker.
+type Protocols = (
+    Box<dyn thrift::protocol::TInputProtocol + Send>,
+    Box<dyn thrift::protocol::TOutputProtocol + Send>,
+);
+
+/// Serves calls on one connection until it closes, fails or stays silent past the idle timeout.
+fn serve_connection(
+    processor: &HbaseSyncProcessor<Gateway>,
+    input: &mut dyn thrift::protocol::TInputProtocol,
+    output: &mut dyn thrift::protocol::TOutputProtocol,
+) {
+    use thrift::server::TProcessor;
+    loop {
+        if let Err(error) = processor.process(input, output) {
+            match error {
+                thrift::Error::Transport(ref transport)
+                    if transport.kind == thrift::TransportErrorKind::EndOfFile => {}
+                other => tracing::debug!(error = %other, "gateway connection closed"),
+            }
+            return;
+        }
+    }
 }

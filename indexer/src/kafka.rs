@@ -106,16 +106,30 @@ fn commit_list(topic: &str, positions: &BTreeMap<i32, i64>) -> Option<TopicParti
 /// Undecodable messages, appended as JSON lines to `<dir>/<table>.jsonl` with the reason,
 /// topic, partition and offset, and the raw payload in base64. Replaying after a crash may
 /// append a message twice (at-least-once), never lose one.
+///
+/// The payloads are the producer's bytes, personal data and blind fields' plaintext included:
+/// the files are created readable by hbidx's user only (0600, in a 0700 directory). Anyone who
+/// can produce to the topic can send undecodable messages, so the files are capped at
+/// `max_bytes` (`[[sources]] dead_letter_max_mb`): at half of it the current file is renamed to
+/// `<table>.1.jsonl` (replacing the one before, whose records are counted in
+/// `hbidx_dead_letters_dropped_total`) and a new one is started.
 pub struct DeadLetterFile {
     path: PathBuf,
+    table: String,
+    max_bytes: u64,
     file: Option<File>,
+    /// Bytes in the current file.
+    len: u64,
 }
 
 impl DeadLetterFile {
-    pub fn new(dir: &Path, table: &str) -> Self {
+    pub fn new(dir: &Path, table: &str, max_bytes: u64) -> Self {
         Self {
             path: dir.join(format!("{table}.jsonl")),
+            table: table.to_string(),
+            max_bytes,
             file: None,
+            len: 0,
         }
     }
 
@@ -123,25 +137,83 @@ impl DeadLetterFile {
         &self.path
     }
 
+    /// Where the current file goes when it is full.
+    pub fn rotated_path(&self) -> PathBuf {
+        self.path.with_extension("1.jsonl")
+    }
+
+    fn open(&mut self) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            create_private_dir(dir)?;
+        }
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&self.path)?;
+        self.len = file.metadata()?.len();
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// Renames the current file over the rotated one; counts the records that drops.
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.file = None;
+        let rotated = self.rotated_path();
+        let dropped = count_lines(&rotated).unwrap_or(0);
+        std::fs::rename(&self.path, &rotated)?;
+        if dropped > 0 {
+            metrics::counter!("hbidx_dead_letters_dropped_total", "table" => self.table.clone())
+                .increment(dropped);
+            tracing::warn!(table = %self.table, dropped, max_bytes = self.max_bytes, "dead-letter files at their cap: the oldest records were dropped");
+        }
+        self.open()
+    }
+
     fn write(&mut self, record: &serde_json::Value) -> std::io::Result<()> {
         if self.file.is_none() {
-            if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            self.file = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)?,
-            );
+            self.open()?;
+        }
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        if self.len > 0 && self.len + line.len() as u64 > self.max_bytes / 2 {
+            self.rotate()?;
         }
         let Some(file) = self.file.as_mut() else {
             return Ok(());
         };
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
-        line.push(b'\n');
         file.write_all(&line)?;
-        file.flush()
+        file.flush()?;
+        self.len += line.len() as u64;
+        Ok(())
+    }
+}
+
+/// Creates `dir` (and its parents) readable by this user only, where this creates it.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Lines in the file at `path` (0 when there is none).
+fn count_lines(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(err),
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut lines = 0u64;
+    loop {
+        let read = file.read(&mut buf)?;
+        if read == 0 {
+            return Ok(lines);
+        }
+        lines += buf[..read].iter().filter(|&&b| b == b'\n').count() as u64;
     }
 }
 
@@ -756,10 +828,16 @@ mod tests {
             start: StartPolicy::Earliest,
             properties: BTreeMap::new(),
             prefetch_kbytes: None,
+            dead_letter_max_bytes: 1 << 20,
         };
-        KafkaSource::new(config, table(), "g", DeadLetterFile::new(dir, "user"))
-            .unwrap()
-            .with_own_range(range)
+        KafkaSource::new(
+            config,
+            table(),
+            "g",
+            DeadLetterFile::new(dir, "user", 1 << 20),
+        )
+        .unwrap()
+        .with_own_range(range)
     }
 
     fn put(rowkey: &[u8]) -> Mutation {

@@ -25,7 +25,13 @@
 //! Which route needs which scope is decided in one place, [`access_for`], by the route's
 //! pattern (`MatchedPath`). A route that isn't listed there needs `admin`, so a new endpoint is
 //! never open by accident.
+//!
+//! Requests refused for want of a valid key (401) are limited per client address
+//! (`[security] refused_rate_limit`): past the limit they get 429 without an audit line each,
+//! so a client without a key can't grow the log at will. The limiter keeps one bucket per
+//! recent address (an IPv6 /64 counts as one), at most [`MAX_REFUSING_ADDRESSES`].
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
 use axum::extract::Request;
@@ -33,13 +39,14 @@ use axum::http::{HeaderMap, Method, header};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use subtle::ConstantTimeEq;
 
 use crate::{ApiError, AppState};
 
 pub use hbidx_schema::config::{
-    KeyConfig, MIN_KEY_LEN, RateLimit, Scope, SecurityConfig, check_plaintext_key, hash_key,
+    DEFAULT_REFUSED_RATE_LIMIT, KEY_PREFIX, KeyConfig, RateLimit, Scope, SecurityConfig,
+    check_plaintext_key, hash_key,
 };
 
 /// What a route needs from the caller.
@@ -62,6 +69,7 @@ pub fn access_for(method: &Method, route: Option<&str>) -> Access {
         Some("/v1/tables") | None => Access::AnyKey,
         Some(
             "/v1/tables/{table}/rows"
+            | "/v1/tables/{table}/rows:lookup"
             | "/v1/tables/{table}/rows:batch-lookup"
             | "/v1/tables/{table}/rowkey",
         ) => Access::Scope(Scope::Lookup),
@@ -78,13 +86,79 @@ pub fn access_for(method: &Method, route: Option<&str>) -> Access {
 }
 
 /// A fresh key: `hbidx_` and 32 random bytes in base64url (256 bits from the OS-seeded CSPRNG).
+/// Drawn again in the ~1-in-10^12 case that the draw fails [`check_plaintext_key`]'s rule.
 pub fn generate_key() -> String {
-    let bytes: [u8; 32] = rand::random();
-    format!("hbidx_{}", URL_SAFE_NO_PAD.encode(bytes))
+    loop {
+        let bytes: [u8; 32] = rand::random();
+        let key = format!("{KEY_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes));
+        if check_plaintext_key(&key).is_ok() {
+            return key;
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Runtime: who is calling, may they, and are they over their limit.
+
+/// The address a request's connection came from, put into its extensions by the HTTP server
+/// (hbidx-serve's `http.rs`); absent for requests made in-process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
+/// The most client addresses whose refused requests are tracked at once. Past it, buckets back
+/// at their full burst are dropped; if every one is still in use, further refusals from
+/// addresses not tracked get 429 too. Bounds the limiter at a few MB whatever the number of
+/// addresses a flood comes from.
+pub const MAX_REFUSING_ADDRESSES: usize = 65_536;
+
+/// Refused requests (401) per client address.
+struct RefusalLimiter {
+    limit: RateLimit,
+    limiter: DefaultKeyedRateLimiter<IpAddr>,
+}
+
+impl RefusalLimiter {
+    fn new(limit: RateLimit) -> Self {
+        Self {
+            limit,
+            limiter: RateLimiter::keyed(
+                Quota::per_second(limit.per_second).allow_burst(limit.burst),
+            ),
+        }
+    }
+
+    /// `Err(seconds to wait)` when `addr` has been refused too often.
+    fn check(&self, addr: IpAddr) -> Result<(), u64> {
+        let bucket = client_bucket(addr);
+        if self.limiter.len() >= MAX_REFUSING_ADDRESSES {
+            self.limiter.retain_recent();
+            self.limiter.shrink_to_fit();
+            if self.limiter.len() >= MAX_REFUSING_ADDRESSES {
+                return Err(1);
+            }
+        }
+        self.limiter.check_key(&bucket).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+        })
+    }
+}
+
+/// A client address as per-client limits count it: IPv4 as it is, IPv6 by its /64 (one host
+/// has a whole /64 to pick addresses from). The refused-request limit here and the HTTP
+/// server's connection cap per client both count this.
+pub fn client_bucket(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
 
 /// The authenticated caller, put into the request's extensions by [`authorize`] for handlers
 /// that log it (the audit line).
@@ -101,10 +175,17 @@ struct KeyEntry {
     limiter: Option<DefaultDirectRateLimiter>,
 }
 
-/// The keys the service accepts, with one rate limiter per key.
-#[derive(Default)]
+/// The keys the service accepts, with one rate limiter per key, and the limit of refused
+/// requests per client address.
 pub struct Auth {
     keys: Vec<KeyEntry>,
+    refusals: RefusalLimiter,
+}
+
+impl Default for Auth {
+    fn default() -> Self {
+        Self::new(&SecurityConfig::default())
+    }
 }
 
 impl std::fmt::Debug for Auth {
@@ -127,7 +208,13 @@ impl Auth {
             .keys
             .iter()
             .map(|key| {
-                let rate_limit = key.rate_limit.or(config.default_rate_limit);
+                // The peers' key takes no default limit: a 429 from a peer would mark it not
+                // ready, and a tier under load would take its own shards down.
+                let rate_limit = if key.scopes == [Scope::Cluster] {
+                    key.rate_limit
+                } else {
+                    key.rate_limit.or(config.default_rate_limit)
+                };
                 KeyEntry {
                     id: key.id.as_str().into(),
                     sha256: key.sha256,
@@ -141,7 +228,10 @@ impl Auth {
                 }
             })
             .collect();
-        Self { keys }
+        Self {
+            keys,
+            refusals: RefusalLimiter::new(config.refused_rate_limit),
+        }
     }
 
     fn identify(&self, headers: &HeaderMap) -> Result<&KeyEntry, Refusal> {
@@ -224,6 +314,19 @@ pub fn authorize(
     let caller = match state.auth.check(request.headers(), request.method(), route) {
         Ok(caller) => caller,
         Err(refusal) => {
+            if let (ApiError::Unauthorized(_), Some(ClientAddr(addr))) =
+                (&refusal, request.extensions().get::<ClientAddr>())
+                && let Err(retry_after_secs) = state.auth.refusals.check(*addr)
+            {
+                // Counted, not audited line by line: that is what the limit is for.
+                metrics::counter!("hbidx_auth_refusals_limited_total").increment(1);
+                let limit = state.auth.refusals.limit;
+                return Err(ApiError::TooManyRefusals {
+                    per_second: limit.per_second.get(),
+                    burst: limit.burst.get(),
+                    retry_after_secs,
+                });
+            }
             // Refusals are audited too (repeated 401s are how a guessed key shows). The route
             // is its pattern, never the raw path, which can hold a looked-up value.
             let key = match &refusal {
@@ -235,7 +338,8 @@ pub fn authorize(
             tracing::info!(
                 target: "audit",
                 key,
-                method = %request.method(),
+                // From the fixed set: the method is caller text.
+                method = crate::telemetry::method_label(request.method()),
                 route = route.unwrap_or("-"),
                 status = refusal.status().as_u16(),
                 "refused"
@@ -379,5 +483,37 @@ mod tests {
             }) => assert_eq!(retry_after_secs, 1),
             other => panic!("expected a rate limit, got {:?}", status_of(other)),
         }
+    }
+
+    /// A key with the `cluster` scope alone takes no default limit (a 429 would mark the peer
+    /// not ready); every other key does.
+    #[test]
+    fn the_peers_key_takes_no_default_limit() {
+        let internal = Some("/v1/internal/tables/{table}/hits");
+        let get = Method::GET;
+        let limited = |scopes: &str| {
+            let key = generate_key();
+            let text = format!(
+                "[security]\nrate_limit = {{ per_second = 1 }}\n[[security.keys]]\nid = \"app\"\n\
+                 sha256 = \"{}\"\nscopes = [{scopes}]\n",
+                hex_of(&key)
+            );
+            (Auth::new(&config(&text).unwrap()), key)
+        };
+        let (peers, key) = limited("\"cluster\"");
+        let peer = headers(&format!("Bearer {key}"));
+        for _ in 0..50 {
+            assert_eq!(
+                status_of(peers.check(&peer, &get, internal)),
+                Ok(Some("app".into()))
+            );
+        }
+        let (wide, key) = limited("\"cluster\", \"lookup\"");
+        let caller = headers(&format!("Bearer {key}"));
+        assert!(status_of(wide.check(&caller, &get, internal)).is_ok());
+        assert!(matches!(
+            wide.check(&caller, &get, internal),
+            Err(ApiError::RateLimited { .. })
+        ));
     }
 }

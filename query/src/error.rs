@@ -93,6 +93,16 @@ pub enum ApiError {
         burst: u32,
         retry_after_secs: u64,
     },
+    /// Too many requests without a valid key from the caller's address; the answer carries
+    /// `Retry-After`.
+    #[error(
+        "too many requests without a valid API key from this address (over {per_second}/s, burst {burst}); retry in {retry_after_secs} s"
+    )]
+    TooManyRefusals {
+        per_second: u32,
+        burst: u32,
+        retry_after_secs: u64,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -134,7 +144,9 @@ impl ApiError {
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", None),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", None),
             ApiError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden", None),
-            ApiError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", None),
+            ApiError::RateLimited { .. } | ApiError::TooManyRefusals { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limited", None)
+            }
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict", None),
             ApiError::PayloadTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", None)
@@ -222,6 +234,9 @@ impl IntoResponse for ApiError {
                 );
             }
             ApiError::RateLimited {
+                retry_after_secs, ..
+            }
+            | ApiError::TooManyRefusals {
                 retry_after_secs, ..
             } => {
                 response

@@ -89,6 +89,24 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "Time from request to response head, by route template and status class.",
     ),
     doc(
+        "hbidx_auth_refusals_limited_total",
+        Counter,
+        "",
+        "Requests without a valid key answered 429 instead of 401: their address is over `[security] refused_rate_limit`. Not audited one by one.",
+    ),
+    doc(
+        "hbidx_connections_refused_total",
+        Counter,
+        "reason",
+        "Connections closed at accept: `per_client` (the address holds `[server] max_connections_per_client` already).",
+    ),
+    doc(
+        "hbidx_dead_letters_dropped_total",
+        Counter,
+        "table",
+        "Dead-letter records dropped to keep a table's files within `[[sources]] dead_letter_max_mb` (the oldest file's, at rotation).",
+    ),
+    doc(
         "hbidx_lookups_total",
         Counter,
         "table, kind, match",
@@ -430,7 +448,7 @@ pub struct MetricHandles {
 /// The `method` label: the methods the API serves, and `other` for anything else. A client,
 /// even one without a key, chooses the method string, so labelling by it would let anyone
 /// create a new time series (and memory, and scrape size) per request.
-fn method_label(method: &Method) -> &'static str {
+pub(crate) fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::HEAD => "HEAD",

@@ -110,12 +110,18 @@ fn delete_params(pairs: &[(String, String)]) -> Result<(bool, i64), ApiError> {
 
 /// A write's cell timestamp: not negative and at most [`MAX_FUTURE_TS_MS`] ahead of `now`.
 fn check_ts(ts: i64, now: i64) -> Result<i64, ApiError> {
+    check_cell_ts("ts", ts, now)
+}
+
+/// A cell timestamp of a write or a forwarded mutation (`field` names it in the 400): not
+/// negative and at most [`MAX_FUTURE_TS_MS`] ahead of `now`.
+pub(crate) fn check_cell_ts(field: &str, ts: i64, now: i64) -> Result<i64, ApiError> {
     if ts < 0 {
-        return Err(ApiError::bad_request("ts", "must not be negative"));
+        return Err(ApiError::bad_request(field, "must not be negative"));
     }
     if ts > now.saturating_add(MAX_FUTURE_TS_MS) {
         return Err(ApiError::bad_request(
-            "ts",
+            field,
             "is more than a day ahead of this server's clock: a delete without a timestamp (which \
              takes the current time) would not remove such cells, as in HBase",
         ));

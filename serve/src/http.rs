@@ -14,17 +14,20 @@
 //! runtime; only request handling runs here. Handlers that spawn (read repair) spawn onto the
 //! HTTP thread's runtime, which is fine: the tasks are short and async.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
+use hbidx_query::auth::{ClientAddr, client_bucket};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tower::ServiceExt;
 
 /// The number of HTTP threads when `[server] workers` doesn't say: one per CPU.
 pub fn default_threads() -> usize {
@@ -47,6 +50,9 @@ pub struct HttpThreads {
     /// Connections served at once (`[server] max_connections`): the acceptor takes the next
     /// only when one closes, so extra clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Of those, connections one client address may hold (`[server]
+    /// max_connections_per_client`); more from it are closed as they are accepted.
+    pub max_connections_per_client: usize,
     /// A request head must arrive within this (`[server] header_timeout_ms`).
     pub header_timeout: std::time::Duration,
 }
@@ -66,6 +72,7 @@ impl HttpThreads {
             count,
             cpus: server.http_cpus.clone(),
             max_connections: server.max_connections,
+            max_connections_per_client: server.max_connections_per_client,
             header_timeout: server.header_timeout,
         }
     }
@@ -76,7 +83,8 @@ impl HttpThreads {
             count,
             cpus: Vec::new(),
             max_connections: hbidx_schema::config::DEFAULT_MAX_CONNECTIONS,
-            header_timeout: hbidx_schema::config::DEFAULT_REQUEST_READ_TIMEOUT,
+            max_connections_per_client: hbidx_schema::config::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            header_timeout: hbidx_schema::config::DEFAULT_HEADER_TIMEOUT,
         }
     }
 
@@ -142,10 +150,68 @@ pub struct HttpServer {
     stop: watch::Sender<bool>,
     /// One permit per open connection, `[server] max_connections` in all.
     permits: Arc<Semaphore>,
+    /// Open connections per client address.
+    clients: ClientSlots,
 }
 
-/// A connection dealt to an HTTP thread, with the permit it holds until it closes.
-type Accepted = (std::net::TcpStream, OwnedSemaphorePermit);
+/// A connection dealt to an HTTP thread, with what it holds until it closes: its permit and
+/// its client address's slot.
+struct Accepted {
+    stream: std::net::TcpStream,
+    client: IpAddr,
+    _permit: OwnedSemaphorePermit,
+    _slot: ClientSlot,
+}
+
+/// Open connections per client address (IPv6 by /64), capped at `cap` each. The map holds
+/// only addresses with a connection open, so it is bounded by `max_connections`.
+#[derive(Clone)]
+struct ClientSlots {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    cap: usize,
+}
+
+impl ClientSlots {
+    fn new(cap: usize) -> Self {
+        Self {
+            open: Arc::default(),
+            cap: cap.max(1),
+        }
+    }
+
+    /// A slot for one more connection from `addr`; `None` when it holds `cap` already.
+    fn take(&self, addr: IpAddr) -> Option<ClientSlot> {
+        let key = client_bucket(addr);
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let count = open.entry(key).or_insert(0);
+        if *count >= self.cap {
+            return None;
+        }
+        *count += 1;
+        Some(ClientSlot {
+            open: self.open.clone(),
+            key,
+        })
+    }
+}
+
+/// One open connection's place in [`ClientSlots`], given back when it closes.
+struct ClientSlot {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    key: IpAddr,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = open.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
 
 impl HttpServer {
     /// Starts `threads` HTTP threads serving `app`. Returns once every thread is up (named,
@@ -206,6 +272,7 @@ impl HttpServer {
             joins,
             stop,
             permits: Arc::new(Semaphore::new(threads.max_connections.max(1))),
+            clients: ClientSlots::new(threads.max_connections_per_client),
         })
     }
 
@@ -218,6 +285,7 @@ impl HttpServer {
             joins,
             stop,
             permits,
+            clients,
         } = self;
         let accept = async {
             let mut next = 0usize;
@@ -227,7 +295,7 @@ impl HttpServer {
                 let Ok(permit) = permits.clone().acquire_owned().await else {
                     break;
                 };
-                let (stream, _peer) = match listener.accept().await {
+                let (stream, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,
                     Err(err) => {
                         // Out of file descriptors and the like: wait a little instead of
@@ -237,6 +305,13 @@ impl HttpServer {
                         continue;
                     }
                 };
+                // One address holding its share already: closed at once (dropping the stream),
+                // its permit back before the next accept.
+                let Some(slot) = clients.take(peer.ip()) else {
+                    metrics::counter!("hbidx_connections_refused_total", "reason" => "per_client")
+                        .increment(1);
+                    continue;
+                };
                 // Responses are written whole, but a client's pipelined request and our
                 // response must never wait on Nagle's algorithm.
                 let _ = stream.set_nodelay(true);
@@ -245,7 +320,13 @@ impl HttpServer {
                 let Ok(stream) = stream.into_std() else {
                     continue;
                 };
-                if lanes[next % lanes.len()].send((stream, permit)).is_err() {
+                let accepted = Accepted {
+                    stream,
+                    client: peer.ip(),
+                    _permit: permit,
+                    _slot: slot,
+                };
+                if lanes[next % lanes.len()].send(accepted).is_err() {
                     // That thread has stopped: its error is reported when it is joined.
                     break;
                 }
@@ -302,13 +383,19 @@ async fn serve_lane(
     let graceful = GracefulShutdown::new();
     let mut stopped = std::pin::pin!(stopped);
     loop {
-        let (stream, permit) = tokio::select! {
+        let accepted = tokio::select! {
             next = receiver.recv() => match next {
                 Some(next) => next,
                 None => break,
             },
             () = &mut stopped => break,
         };
+        let Accepted {
+            stream,
+            client,
+            _permit: permit,
+            _slot: slot,
+        } = accepted;
         let stream = match tokio::net::TcpStream::from_std(stream) {
             Ok(stream) => stream,
             Err(err) => {
@@ -316,13 +403,21 @@ async fn serve_lane(
                 continue;
             }
         };
+        // Every request of the connection carries its client's address (the limit of
+        // refused requests per address, hbidx_query::auth).
+        let service =
+            app.clone()
+                .map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(ClientAddr(client));
+                    request
+                });
         let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // Errors here are the client's (reset, timed out, malformed): nothing to report.
             let _ = connection.await;
-            drop(permit);
+            drop((permit, slot));
         });
     }
     graceful.shutdown().await;

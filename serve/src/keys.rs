@@ -50,22 +50,51 @@ pub fn arm_blind_fields(config: &mut HbidxConfig) -> Result<()> {
 /// The audit id of the key given with `--api-key` / `HBIDX_API_KEY`.
 pub const CLI_KEY_ID: &str = "cli";
 
-/// The keys of `[security]` plus the one given on the command line, if any.
-pub fn security_config(config: &HbidxConfig, api_key: Option<&str>) -> Result<SecurityConfig> {
+/// The environment variable holding the key the instances of a sharded tier (`[cluster]`) call
+/// each other's internal routes with. Never `HBIDX_API_KEY`: a peer key with every scope would
+/// make any instance's environment a client key, and a client key would reach the internal
+/// routes.
+pub const CLUSTER_KEY_ENV: &str = "HBIDX_CLUSTER_KEY";
+
+/// The audit id of the key given in [`CLUSTER_KEY_ENV`].
+pub const CLUSTER_KEY_ID: &str = "cluster-peers";
+
+/// The keys of `[security]`, plus the one given on the command line (lookup, write and admin
+/// scopes), plus, for an instance of a sharded tier, the peers' key from `cluster_key` (the
+/// value of [`CLUSTER_KEY_ENV`], the `cluster` scope alone), which such an instance needs.
+pub fn security_config(
+    config: &HbidxConfig,
+    api_key: Option<&str>,
+    cluster_key: Option<&str>,
+) -> Result<SecurityConfig> {
     let mut security = config.security.clone();
     if let Some(key) = api_key {
         security
             .add_plaintext_key(CLI_KEY_ID, key, "--api-key / HBIDX_API_KEY")
             .map_err(|err| anyhow!("{err}"))?;
     }
+    if config.cluster.is_some() {
+        let key = cluster_key.filter(|key| !key.is_empty()).ok_or_else(|| {
+            anyhow!(
+                "[cluster]: the instances call each other's internal routes with the key in \
+                 {CLUSTER_KEY_ENV}, which is not set; give every instance of the tier the same \
+                 one (`hbidx keys new --id cluster --scope cluster` makes it)"
+            )
+        })?;
+        security
+            .add_cluster_key(CLUSTER_KEY_ID, key, CLUSTER_KEY_ENV)
+            .map_err(|err| anyhow!("{err}"))?;
+    }
     Ok(security)
 }
 
-/// The keys `hbidx serve` accepts. With none at all it refuses to start: every route but the
-/// health checks needs a key, so such a server would only ever answer 401, and generating one
-/// (as the demo does) would put a credential into the server's log.
+/// The keys `hbidx serve` accepts ([`security_config`], the peers' key from the process
+/// environment). With none at all it refuses to start: every route but the health checks needs
+/// a key, so such a server would only ever answer 401, and generating one (as the demo does)
+/// would put a credential into the server's log.
 pub fn serve_auth(config: &HbidxConfig, api_key: Option<&str>) -> Result<Auth> {
-    let security = security_config(config, api_key)?;
+    let cluster_key = std::env::var(CLUSTER_KEY_ENV).ok();
+    let security = security_config(config, api_key, cluster_key.as_deref())?;
     if security.keys.is_empty() {
         bail!(
             "no API keys: every route but /healthz and /readyz needs one. Add [[security.keys]] \

@@ -133,6 +133,7 @@ async fn run(
         let dead_letters = DeadLetterFile::new(
             &wiring.data_dir.join("deadletters"),
             &format!("{table_name}.reindex"),
+            kafka.dead_letter_max_bytes,
         );
         let policy = wiring.policy.clone();
         let options = wiring.writer_options.clone();

@@ -75,8 +75,11 @@ impl Wiring {
             return Ok(match self.kafka_for(&table.name) {
                 Some(kafka) => {
                     let group = kafka.group_id(&self.instance_id);
-                    let dead_letters =
-                        DeadLetterFile::new(&self.data_dir.join("deadletters"), &table.name);
+                    let dead_letters = DeadLetterFile::new(
+                        &self.data_dir.join("deadletters"),
+                        &table.name,
+                        kafka.dead_letter_max_bytes,
+                    );
                     let own_range = self.own_range(&table.name);
                     let sharded = own_range.is_some();
                     let consumer =
@@ -98,8 +101,11 @@ impl Wiring {
         Ok(match self.kafka_for(&table.name) {
             Some(kafka) => {
                 let group = kafka.group_id(&self.instance_id);
-                let dead_letters =
-                    DeadLetterFile::new(&self.data_dir.join("deadletters"), &table.name);
+                let dead_letters = DeadLetterFile::new(
+                    &self.data_dir.join("deadletters"),
+                    &table.name,
+                    kafka.dead_letter_max_bytes,
+                );
                 let consumer = KafkaSource::new(kafka.clone(), table.clone(), &group, dead_letters)
                     .with_context(|| format!("connecting table \"{}\" to Kafka", table.name))?;
                 tracing::info!(table = %table.name, topic = %kafka.topic, group = %group, format = kafka.format.as_str(), "indexing from Kafka");
@@ -316,10 +322,9 @@ pub fn open_with_rows(
         .with_reindexer(reindexer)
         .with_auth(auth);
     if let Some(cluster) = &config.cluster {
-        // The key this instance shows the others: one with the `cluster` scope.
-        let peer_key = std::env::var("HBIDX_CLUSTER_KEY")
-            .or_else(|_| std::env::var("HBIDX_API_KEY"))
-            .ok();
+        // The key this instance shows the others, with the `cluster` scope alone; `serve`
+        // refuses to start without it (keys.rs). Never the client key (`HBIDX_API_KEY`).
+        let peer_key = std::env::var(crate::keys::CLUSTER_KEY_ENV).ok();
         state = state
             .with_cluster(cluster.clone(), peer_key)
             .map_err(|err| anyhow::anyhow!("{err}"))?;
@@ -564,6 +569,8 @@ pub fn gateway_options(server: &ServerConfig, flag: Option<SocketAddr>) -> Optio
         workers: server.thrift_workers,
         api: server.thrift_api,
         max_container_len: server.thrift_max_container_len,
+        allow_remote: server.thrift_allow_remote,
+        idle_timeout: server.thrift_idle_timeout,
         ..GatewayOptions::new(listen)
     })
 }

@@ -30,6 +30,7 @@ mod row_cache;
 mod row_state;
 mod sync;
 mod thrift1;
+pub mod thrift_limits;
 
 pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;

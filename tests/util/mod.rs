@@ -15,9 +15,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The API key every test server is started with (`HBIDX_API_KEY`, so it has every scope) and
-/// every helper request sends.
-pub const TEST_API_KEY: &str = "hbidx_test_key_0123456789abcdefghijklmnop";
+/// The API key every test server is started with (`HBIDX_API_KEY`, so it has the lookup, write
+/// and admin scopes) and every helper request sends.
+pub const TEST_API_KEY: &str = "hbidx_aGJpZHggaW50ZWdyYXRpb24gdGVzdHMnIEFQSSBrZXk";
+
+/// The key the instances of a test tier call each other with (`HBIDX_CLUSTER_KEY`, the
+/// `cluster` scope alone); given to every server [`Server::start`] starts, read only by those
+/// with `[cluster]`.
+pub const TEST_CLUSTER_KEY: &str = "hbidx_aGJpZHggY2x1c3RlciB0ZXN0IHBlZXJzJyBrZXkuLi4";
 
 pub struct Server {
     pub child: Child,
@@ -39,12 +44,15 @@ impl Server {
             subcommand,
             data_dir,
             extra,
-            &[("HBIDX_API_KEY", TEST_API_KEY)],
+            &[
+                ("HBIDX_API_KEY", TEST_API_KEY),
+                ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
+            ],
         )
     }
 
     /// [`Server::start`] with these environment variables instead of the test key
-    /// (`HBIDX_API_KEY` is removed unless given here).
+    /// (`HBIDX_API_KEY` and `HBIDX_CLUSTER_KEY` are removed unless given here).
     pub fn start_with_env(
         subcommand: &[&str],
         data_dir: &Path,
@@ -61,7 +69,10 @@ impl Server {
             subcommand,
             data_dir,
             extra,
-            &[("HBIDX_API_KEY", TEST_API_KEY)],
+            &[
+                ("HBIDX_API_KEY", TEST_API_KEY),
+                ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
+            ],
         )
     }
 
@@ -74,6 +85,7 @@ impl Server {
     ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_hbidx"));
         command.env_remove("HBIDX_API_KEY");
+        command.env_remove("HBIDX_CLUSTER_KEY");
         for (name, value) in env {
             command.env(name, value);
         }

@@ -4,16 +4,20 @@
 
 use std::sync::atomic::Ordering;
 
-use axum::Json;
 use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use hbidx_indexer::{diff_row, kept_columns};
 use hbidx_schema::model::Mutation;
+use hbidx_store::now_ms;
 
 use super::peers::{Applied, BatchShardHits, RepairRequest, ShardHits};
+use crate::auth::Caller;
 use crate::extract::{ApiJson, QueryPairs};
 use crate::lookup::{
     BatchLookupRequest, BatchPlan, RowsQuery, answered_by_index, batch_plan, kept_rows,
     local_batch_hits as local_batch_rowkeys, parse_rows_query,
 };
+use crate::lookup::{audit_lookup, audit_param_kinds};
 use crate::{ApiError, SharedState, TableRuntime};
 
 /// This instance's hits for a parsed lookup, with the kept rows when the answer comes from the
@@ -71,13 +75,15 @@ pub(crate) async fn local_batch_hits(
     Ok(BatchShardHits { values })
 }
 
-/// This shard's index hits for a lookup: the caller's query string, answered from this
+/// This shard's index hits for a lookup: the caller's parameters, in the body as `[name,
+/// value]` pairs (never in the URL, which proxies and meshes log), answered from this
 /// instance's index alone.
 #[utoipa::path(
-    get,
+    post,
     path = "/v1/internal/tables/{table}/hits",
     tag = "cluster",
-    params(("table" = String, Path, description = "Table name"), crate::lookup::LookupParams),
+    params(("table" = String, Path, description = "Table name")),
+    request_body(content = Vec<Vec<String>>, description = "The lookup's parameters as [name, value] pairs, in the caller's order"),
     security(("api_key" = ["cluster"])),
     responses(
         (status = 200, description = "This shard's hits", body = ShardHits),
@@ -87,12 +93,33 @@ pub(crate) async fn local_batch_hits(
 )]
 pub(crate) async fn hits(
     State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
     Path(table_name): Path<String>,
-    QueryPairs(pairs): QueryPairs,
+    pairs: Result<ApiJson<Vec<(String, String)>>, ApiError>,
 ) -> Result<Json<ShardHits>, ApiError> {
-    let runtime = state.table(&table_name)?;
-    let query = parse_rows_query(runtime, &pairs, &state.limits)?;
-    Ok(Json(local_hits(runtime, &query).await?))
+    let ApiJson(pairs) = pairs?;
+    let result = async {
+        let runtime = state.table(&table_name)?;
+        let query = parse_rows_query(runtime, &pairs, &state.limits)?;
+        local_hits(runtime, &query).await
+    }
+    .await;
+    // Audited like a lookup: the hits can carry whole kept rows.
+    let runtime = state.tables.get(&table_name);
+    let (kinds, values) = runtime.map_or_else(
+        || (Vec::new(), 0),
+        |runtime| audit_param_kinds(&runtime.config, &pairs),
+    );
+    audit_lookup(
+        caller.as_deref(),
+        "internal_hits",
+        runtime,
+        &kinds,
+        values,
+        &result,
+        |hits| hits.rowkeys.len(),
+    );
+    result.map(Json)
 }
 
 /// This shard's index hits for a batch lookup, per value.
@@ -142,14 +169,43 @@ pub(crate) async fn batch_hits(
 )]
 pub(crate) async fn apply(
     State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
     Path(table_name): Path<String>,
     QueryPairs(pairs): QueryPairs,
     mutations: Result<ApiJson<Vec<Mutation>>, ApiError>,
 ) -> Result<Json<Applied>, ApiError> {
+    let mut rows = 0;
+    let result = apply_mutations(&state, &table_name, &pairs, mutations, &mut rows).await;
+    let key = caller.as_deref().map_or("-", |caller| &*caller.key_id);
+    let table = state
+        .tables
+        .get(&table_name)
+        .map_or("-", |runtime| runtime.config.name.as_str());
+    let status = result
+        .as_ref()
+        .map_or_else(|err| err.status().as_u16(), |_| 200);
+    tracing::info!(target: "audit", key, operation = "internal_apply", table, rows, status, "write");
+    result.map(Json)
+}
+
+/// [`apply`]'s work; `rows` is set to the number of mutations taken, for the audit line.
+///
+/// A peer's mutations are not indexed as sent: each must be of this table and shard, with cell
+/// timestamps bounded like a PUT's, and then the rows are read back from the store and what the
+/// index gets is the store's state (the repair [`diff_row`] computes). A holder of the cluster
+/// key can make this shard re-read rows, never index a value the store doesn't have.
+async fn apply_mutations(
+    state: &SharedState,
+    table_name: &str,
+    pairs: &[(String, String)],
+    mutations: Result<ApiJson<Vec<Mutation>>, ApiError>,
+    rows: &mut usize,
+) -> Result<Applied, ApiError> {
     let ApiJson(mutations) = mutations?;
-    let runtime = state.table(&table_name)?;
-    let wait = crate::index_wait::wants_indexed(&pairs)?;
-    let range = state.own_range(&table_name);
+    let runtime = state.table(table_name)?;
+    let wait = crate::index_wait::wants_indexed(pairs)?;
+    let range = state.own_range(table_name);
+    let now = now_ms();
     for (index, mutation) in mutations.iter().enumerate() {
         if mutation.table != runtime.config.name {
             return Err(ApiError::bad_request(
@@ -163,10 +219,27 @@ pub(crate) async fn apply(
                 "is outside this shard's range: do the instances share one [cluster] layout?",
             ));
         }
+        for (op, cell) in mutation.ops.iter().enumerate() {
+            crate::write::check_cell_ts(&format!("[{index}].ops[{op}].ts"), cell.ts(), now)?;
+        }
     }
+    *rows = mutations.len();
+    let mut rowkeys: Vec<Vec<u8>> = mutations.into_iter().map(|m| m.rowkey).collect();
+    rowkeys.sort();
+    rowkeys.dedup();
+    let columns = kept_columns(&runtime.config);
+    let stored = state
+        .store
+        .get_rows(&runtime.config.name, &rowkeys, Some(&columns))
+        .await?;
     let mut ticket = None;
-    for mutation in mutations {
-        ticket = runtime.stats.repairs.submit(mutation);
+    for (rowkey, row) in rowkeys.iter().zip(stored) {
+        let indexed = runtime.searcher.committed_state(rowkey)?;
+        let Some(drift) = diff_row(&runtime.config, rowkey, indexed.as_ref(), row.as_ref()) else {
+            // The index has the store's state already (the topic's copy came first).
+            continue;
+        };
+        ticket = runtime.stats.repairs.submit(drift.repair);
         if ticket.is_none() {
             return Err(ApiError::IndexWaitTimeout {
                 detail:
@@ -186,7 +259,7 @@ pub(crate) async fn apply(
             });
         }
     }
-    Ok(Json(Applied { indexed: wait }))
+    Ok(Applied { indexed: wait })
 }
 
 /// Rowkeys another instance found stale in this shard: re-read from the store and repaired

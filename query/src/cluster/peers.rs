@@ -75,8 +75,10 @@ impl Peers {
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(1)))
-            // Peers are few and called all the time: keep their connections.
-            .pool_idle_timeout(Duration::from_secs(90))
+            // Peers are few and called all the time: keep their connections, but give an idle
+            // one up before the peer does (`[server] header_timeout_ms`, 5 s by default), so a
+            // call never goes out on a connection the peer is closing.
+            .pool_idle_timeout(Duration::from_secs(4))
             .build()
             .map_err(|err| ApiError::Internal(format!("building the peer client: {err}")))?;
         let replicas = config
@@ -154,7 +156,11 @@ impl Peers {
     }
 
     /// Calls one ready replica of `shard` after another (starting at a rotating one) until
-    /// one answers 200; a replica that fails is marked not ready.
+    /// one answers 200. A replica that can't be reached, times out or answers 5xx is marked not
+    /// ready; one that answers 4xx is not (a 429 or a refused key is about this call, not the
+    /// replica's health: marking it down would let a busy tier take its own shards out). What
+    /// each replica answered is logged here; the caller's 503 names the shard and what kind of
+    /// failure, never a peer's URL or reply.
     async fn call<T: DeserializeOwned>(
         &self,
         shard: usize,
@@ -164,7 +170,7 @@ impl Peers {
             ApiError::Internal(format!("shard {shard} is not in the cluster layout"))
         })?;
         let start = self.turn.fetch_add(1, Ordering::Relaxed);
-        let mut failures = Vec::new();
+        let mut failures = Failures::default();
         for offset in 0..replicas.len() {
             let index = (start + offset) % replicas.len();
             let replica = &replicas[index];
@@ -172,25 +178,34 @@ impl Peers {
                 continue;
             }
             if !replica.ready.load(Ordering::Relaxed) {
-                failures.push(format!("{}: not ready", replica.url));
+                failures.not_ready += 1;
                 continue;
             }
             let started = Instant::now();
             let request = self.request(build(&self.client, &replica.url));
             let outcome = match request.send().await {
-                Ok(response) if response.status().is_success() => {
-                    response.json::<T>().await.map_err(|err| err.to_string())
-                }
+                Ok(response) if response.status().is_success() => response
+                    .json::<T>()
+                    .await
+                    .map_err(|err| (Failure::Down, err.to_string())),
                 Ok(response) => {
                     let status = response.status();
                     let body = response.text().await.unwrap_or_default();
-                    Err(format!(
-                        "HTTP {status}: {}",
-                        body.chars().take(200).collect::<String>()
+                    let kind = if status.is_client_error() {
+                        Failure::Refused(status.as_u16())
+                    } else {
+                        Failure::Down
+                    };
+                    Err((
+                        kind,
+                        format!(
+                            "HTTP {status}: {}",
+                            body.chars().take(200).collect::<String>()
+                        ),
                     ))
                 }
-                Err(err) if err.is_timeout() => Err("timed out".to_string()),
-                Err(err) => Err(err.to_string()),
+                Err(err) if err.is_timeout() => Err((Failure::Down, "timed out".to_string())),
+                Err(err) => Err((Failure::Down, err.to_string())),
             };
             let shard_label = shard.to_string();
             metrics::histogram!("hbidx_shard_call_seconds", "shard" => shard_label.clone())
@@ -200,25 +215,29 @@ impl Peers {
                     metrics::counter!("hbidx_shard_calls_total", "shard" => shard_label, "outcome" => "ok").increment(1);
                     return Ok(answer);
                 }
-                Err(reason) => {
+                Err((kind, reason)) => {
                     metrics::counter!("hbidx_shard_calls_total", "shard" => shard_label, "outcome" => "error").increment(1);
-                    tracing::warn!(shard, replica = %replica.url, reason = %reason, "shard call failed; trying the next replica");
-                    replica.ready.store(false, Ordering::Relaxed);
-                    failures.push(format!("{}: {reason}", replica.url));
+                    match kind {
+                        Failure::Down => {
+                            tracing::warn!(shard, replica = %replica.url, reason = %reason, "shard call failed; marking the replica not ready and trying the next");
+                            replica.ready.store(false, Ordering::Relaxed);
+                            failures.failed += 1;
+                        }
+                        Failure::Refused(status) => {
+                            tracing::warn!(shard, replica = %replica.url, reason = %reason, "shard call refused; trying the next replica (this one stays ready)");
+                            failures.refused.push(status);
+                        }
+                    }
                 }
             }
         }
         Err(ApiError::ShardUnavailable {
             shard,
-            reason: if failures.is_empty() {
-                "no other replica".to_string()
-            } else {
-                failures.join("; ")
-            },
+            reason: failures.describe(),
         })
     }
 
-    /// A lookup's hits in `shard`: the caller's query string, forwarded.
+    /// A lookup's hits in `shard`: the caller's parameters, forwarded in the body.
     pub(crate) async fn hits(
         &self,
         shard: usize,
@@ -227,7 +246,7 @@ impl Peers {
     ) -> Result<ShardHits, ApiError> {
         let path = format!("/v1/internal/tables/{}/hits", encode(table));
         self.call(shard, |client, url| {
-            client.get(format!("{url}{path}")).query(pairs)
+            client.post(format!("{url}{path}")).json(pairs)
         })
         .await
     }
@@ -390,4 +409,109 @@ pub fn spawn_prober(peers: Arc<Peers>) -> tokio::task::JoinHandle<()> {
             peers.probe().await;
         }
     })
+}
+
+/// Why a call to one replica failed.
+enum Failure {
+    /// Unreachable, timed out, 5xx, or an answer that doesn't parse: the replica is marked not
+    /// ready.
+    Down,
+    /// A 4xx: about the call (a refused key, a rate limit, a request it can't take), so the
+    /// replica stays ready.
+    Refused(u16),
+}
+
+/// What a shard's replicas did, for the 503: counts and statuses only, no URL or reply (those
+/// are logged where they happen).
+#[derive(Default)]
+struct Failures {
+    not_ready: usize,
+    failed: usize,
+    refused: Vec<u16>,
+}
+
+impl Failures {
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.not_ready > 0 {
+            parts.push(format!("{} replica(s) not ready", self.not_ready));
+        }
+        if self.failed > 0 {
+            parts.push(format!("{} replica(s) failed", self.failed));
+        }
+        if !self.refused.is_empty() {
+            let statuses: Vec<String> = self.refused.iter().map(u16::to_string).collect();
+            parts.push(format!("refused with HTTP {}", statuses.join(", ")));
+        }
+        if parts.is_empty() {
+            "no other replica".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A layout of two shards: shard 0 is this instance; shard 1's replicas are `shard1`.
+    fn peers(shard1: &[String]) -> Peers {
+        let urls: Vec<String> = shard1.iter().map(|u| format!("\"{u}\"")).collect();
+        let text = format!(
+            "{}\n[store]\nkind = \"hbase\"\nthrift = \"127.0.0.1:1\"\n\n[[sources]]\nkind = \
+             \"kafka\"\nbrokers = \"127.0.0.1:1\"\ntopic = \"t\"\ntable = \"user\"\nformat = \
+             \"json\"\n\n[cluster]\nshards = [[\"http://127.0.0.1:1\"], [{}]]\n",
+            hbidx_schema::EXAMPLE_CONFIG,
+            urls.join(", ")
+        );
+        let cluster = hbidx_schema::parse_config(&text)
+            .unwrap()
+            .cluster
+            .unwrap()
+            .with_identity(Some(0), Some(0))
+            .unwrap();
+        Peers::new(Arc::new(cluster), Some("k".into())).unwrap()
+    }
+
+    /// A replica that answers 429 stays ready and one that can't be reached is marked not
+    /// ready; the 503 names the shard and the kinds of failure, not the peers' URLs or replies.
+    #[tokio::test]
+    async fn a_refusing_replica_stays_ready_and_the_503_quotes_no_peer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let busy = format!("http://{}", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async {
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                "secret peer reply with 13912345678",
+            )
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        // A port nothing listens on: bound, then closed.
+        let closed = {
+            let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", socket.local_addr().unwrap())
+        };
+        let peers = peers(&[busy.clone(), closed.clone()]);
+        let err = peers.hits(1, "user", &[]).await.unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, ApiError::ShardUnavailable { shard: 1, .. }),
+            "{message}"
+        );
+        assert!(
+            message.contains("1 replica(s) failed") && message.contains("refused with HTTP 429"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("127.0.0.1") && !message.contains("13912345678"),
+            "{message}"
+        );
+        let ready: Vec<bool> = peers
+            .replicas(1)
+            .into_iter()
+            .map(|(_, ready, _)| ready)
+            .collect();
+        assert_eq!(ready, vec![true, false]);
+    }
 }

@@ -69,7 +69,7 @@ pub(super) fn record_dropped(table: &str, dropped: usize) {
 /// The field kinds a lookup's parameters name (`phone`, `phone_suffix`, `name`, …), for the
 /// audit line: resolved through the table's fields, so neither values nor unknown parameter
 /// names (which are caller text) are ever logged. Also returns how many values were given.
-pub(super) fn param_kinds(table: &TableConfig, pairs: &[(String, String)]) -> (Vec<String>, usize) {
+pub(crate) fn param_kinds(table: &TableConfig, pairs: &[(String, String)]) -> (Vec<String>, usize) {
     let mut kinds: Vec<String> = Vec::new();
     let mut values = 0;
     for (name, _) in pairs {

@@ -1,4 +1,5 @@
-//! `GET /v1/tables/{table}/rows` and `POST /v1/tables/{table}/rows:batch-lookup`.
+//! `GET /v1/tables/{table}/rows`, its body form `POST /v1/tables/{table}/rows:lookup`, and
+//! `POST /v1/tables/{table}/rows:batch-lookup`.
 //!
 //! The handlers and the two lookup flows live here; the response shapes, query parsing, row
 //! re-checks and audit/metrics each have a module of their own.
@@ -19,7 +20,7 @@ mod params;
 mod response;
 mod rows;
 
-pub(crate) use audit::audit_lookup;
+pub(crate) use audit::{audit_lookup, param_kinds as audit_param_kinds};
 pub(crate) use batch::{BatchPlan, local_hits as local_batch_hits, plan as batch_plan};
 pub(crate) use params::{RowsQuery, parse_columns, parse_rows_query};
 pub use response::{BatchLookupRequest, BatchResponse, LookupParams, RowOut, RowsResponse, Source};
@@ -59,16 +60,69 @@ pub async fn get_rows(
     Path(table_name): Path<String>,
     QueryPairs(pairs): QueryPairs,
 ) -> Result<JsonBody<RowsResponse>, ApiError> {
-    let result = lookup_rows(&state, &table_name, &pairs).await;
+    answer_lookup(&state, caller, &table_name, &pairs).await
+}
+
+/// The lookup of `GET /v1/tables/{table}/rows` with its parameters in a JSON body, so the
+/// looked-up values (phones, idcards) stay out of the URL, which ingresses, proxies and meshes
+/// log and forward. The same parameters, the same answer.
+#[utoipa::path(
+    post,
+    path = "/v1/tables/{table}/rows:lookup",
+    tag = "lookups",
+    params(("table" = String, Path, description = "Table name")),
+    request_body(
+        content = Object,
+        description = "The GET form's parameters as one JSON object, each value a string, number or boolean",
+        example = json!({"phone": "13800138000", "limit": 20})
+    ),
+    security(("api_key" = ["lookup"])),
+    responses(
+        (status = 200, description = "A page of matching rows", body = RowsResponse),
+        (status = 400, description = "A parameter is wrong; `field` names it", body = crate::ErrorResponse),
+        (status = 404, description = "No such table", body = crate::ErrorResponse),
+        (status = 503, description = "The row store can't be reached", body = crate::ErrorResponse),
+    )
+)]
+pub async fn post_rows(
+    State(state): State<SharedState>,
+    caller: Option<Extension<Caller>>,
+    Path(table_name): Path<String>,
+    body: Result<ApiJson<serde_json::Map<String, serde_json::Value>>, ApiError>,
+) -> Result<JsonBody<RowsResponse>, ApiError> {
+    let ApiJson(object) = body?;
+    let pairs = object
+        .into_iter()
+        .map(|(name, value)| match value {
+            serde_json::Value::String(text) => Ok((name, text)),
+            serde_json::Value::Number(number) => Ok((name, number.to_string())),
+            serde_json::Value::Bool(flag) => Ok((name, flag.to_string())),
+            _ => Err(ApiError::bad_request(
+                name,
+                "must be a string, number or boolean, as in the query string of the GET form",
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    answer_lookup(&state, caller, &table_name, &pairs).await
+}
+
+/// One lookup, answered and audited: both forms of the single lookup.
+async fn answer_lookup(
+    state: &SharedState,
+    caller: Option<Extension<Caller>>,
+    table_name: &str,
+    pairs: &[(String, String)],
+) -> Result<JsonBody<RowsResponse>, ApiError> {
+    let result = lookup_rows(state, table_name, pairs).await;
     // Resolving the field kinds allocates; a single lookup is a few microseconds, so this is
     // skipped when the audit target is filtered out.
     if !tracing::enabled!(target: "audit", tracing::Level::INFO) {
         return result.map(JsonBody);
     }
-    let runtime = state.tables.get(&table_name);
+    let runtime = state.tables.get(table_name);
     let (kinds, values) = runtime.map_or_else(
         || (Vec::new(), 0),
-        |runtime| param_kinds(&runtime.config, &pairs),
+        |runtime| param_kinds(&runtime.config, pairs),
     );
     audit_lookup(
         caller.as_deref(),

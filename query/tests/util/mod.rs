@@ -10,15 +10,16 @@ use axum::http::{Request, StatusCode};
 use hbidx_indexer::{CHANGE_FEED, WriterOptions, open_table_index};
 use hbidx_query::AppState;
 use hbidx_query::TableRuntime;
-use hbidx_query::auth::{Auth, SecurityConfig};
+use hbidx_query::auth::Auth;
 use hbidx_schema::model::{CellOp, Mutation};
 use hbidx_store::{EmbeddedStore, MeteredStore, RowStore};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 pub const PHONE: &str = "13800138000";
-/// The API key of every state built here (all scopes).
-pub const KEY: &str = "metrics_test_key_0123456789abcdefghij";
+/// The API key of every state built here: every scope, the internal routes' `cluster` one
+/// included (a configured key may have them all; only the command line's are narrower).
+pub const KEY: &str = "hbidx_aGJpZHggcXVlcnkgY3JhdGUgdGVzdCBrZXkuLi4uLi4";
 
 /// One table with one indexed row (u1, PHONE) in the store and the committed index.
 pub async fn state(dir: &std::path::Path) -> AppState {
@@ -42,8 +43,11 @@ pub async fn state(dir: &std::path::Path) -> AppState {
     store.mutate(vec![put]).await.unwrap();
     let (_tx, indexed) = tokio::sync::watch::channel(checkpoint);
     let row_store: Arc<dyn RowStore> = Arc::new(MeteredStore::new(store, "embedded"));
-    let mut security = SecurityConfig::default();
-    security.add_plaintext_key("test", KEY, "test key").unwrap();
+    let entry = format!(
+        "[[security.keys]]\nid = \"test\"\nsha256 = \"{}\"\nscopes = [\"lookup\", \"write\", \"admin\", \"cluster\"]\n",
+        hex::encode(hbidx_query::auth::hash_key(KEY))
+    );
+    let security = hbidx_schema::parse_config(&entry).unwrap().security;
     AppState::new(
         row_store,
         vec![TableRuntime {

@@ -60,13 +60,16 @@ pub(crate) use error::TableError;
 pub use memory::{DEFAULT_BUDGET_MB, MIN_WRITER_THREAD_BYTES, MemoryBudget, MemoryPart};
 use memory::{RawMemory, validate_memory};
 pub use security::{
-    KeyConfig, MIN_KEY_LEN, RateLimit, Scope, SecurityConfig, check_plaintext_key, hash_key,
+    DEFAULT_REFUSED_RATE_LIMIT, KEY_PREFIX, KeyConfig, RateLimit, Scope, SecurityConfig,
+    check_plaintext_key, hash_key,
 };
 pub use server::{
-    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_READ_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_REQUEST_READ_TIMEOUT, DEFAULT_THRIFT_IDLE_TIMEOUT,
     DEFAULT_THRIFT_MAX_CONTAINER_LEN, DEFAULT_THRIFT_WORKERS, HbaseApi, ServerConfig,
+    THRIFT_REMOTE_REFUSED,
 };
-pub use sources::{EventFormat, KafkaSourceConfig, StartPolicy};
+pub use sources::{DEFAULT_DEAD_LETTER_MAX_MB, EventFormat, KafkaSourceConfig, StartPolicy};
 pub use store::{HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
 pub use table::{
     BloomFilter, Compression, DEFAULT_NAMESPACE, DEFAULT_PHONE_SUFFIX_MIN, DataBlockEncoding,

@@ -42,6 +42,11 @@ pub enum Scope {
 impl Scope {
     pub const ALL: [Scope; 4] = [Scope::Lookup, Scope::Write, Scope::Admin, Scope::Cluster];
 
+    /// Every scope a client can need: a key given in plain text (`--api-key`) gets these. The
+    /// internal routes take only a key with the `cluster` scope (`HBIDX_CLUSTER_KEY` or a
+    /// configured one), so an operator's key can't call them.
+    pub const CLIENT: [Scope; 3] = [Scope::Lookup, Scope::Write, Scope::Admin];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Lookup => "lookup",
@@ -62,6 +67,7 @@ pub(crate) struct RawSecurity {
     #[serde(default)]
     keys: Vec<RawKey>,
     rate_limit: Option<RawRateLimit>,
+    refused_rate_limit: Option<RawRateLimit>,
     blind_key_file: Option<String>,
 }
 
@@ -130,14 +136,36 @@ pub struct KeyConfig {
 }
 
 /// The validated `[security]` section.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecurityConfig {
     pub keys: Vec<KeyConfig>,
     /// The limit of keys that don't set their own; `None`: unlimited.
     pub default_rate_limit: Option<RateLimit>,
+    /// Requests refused for want of a valid key (401), per client address: past it they get
+    /// 429 without an audit line each, so a client without a key can't grow the log at will.
+    pub refused_rate_limit: RateLimit,
     /// A file holding the key of blind fields (`blind = true`); without it the key is
     /// `HBIDX_BLIND_KEY`. Only the path: the serve layer reads the file.
     pub blind_key_file: Option<String>,
+}
+
+/// `[security] refused_rate_limit` by default: 10 refused requests a second per client address,
+/// bursts of 100. A client with a wrong key gives up or gets fixed long before that; a scanner
+/// or a guesser is slowed a thousandfold from what one connection could send.
+pub const DEFAULT_REFUSED_RATE_LIMIT: RateLimit = RateLimit {
+    per_second: NonZeroU32::new(10).unwrap(),
+    burst: NonZeroU32::new(100).unwrap(),
+};
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        Self {
+            keys: Vec::new(),
+            default_rate_limit: None,
+            refused_rate_limit: DEFAULT_REFUSED_RATE_LIMIT,
+            blind_key_file: None,
+        }
+    }
 }
 
 fn valid_id(id: &str) -> bool {
@@ -155,6 +183,12 @@ impl SecurityConfig {
             .as_ref()
             .map(|limit| rate_limit(limit, "security.rate_limit"))
             .transpose()?;
+        let refused_rate_limit = raw
+            .refused_rate_limit
+            .as_ref()
+            .map(|limit| rate_limit(limit, "security.refused_rate_limit"))
+            .transpose()?
+            .unwrap_or(DEFAULT_REFUSED_RATE_LIMIT);
         let mut keys = Vec::with_capacity(raw.keys.len());
         let mut ids = HashSet::new();
         let mut digests = HashSet::new();
@@ -209,21 +243,22 @@ impl SecurityConfig {
         Ok(Self {
             keys,
             default_rate_limit,
+            refused_rate_limit,
             blind_key_file: raw.blind_key_file,
         })
     }
 
-    /// Adds a key given in plain text (`--api-key` / `HBIDX_API_KEY`) with every scope, under
-    /// `id`. `source` names where it came from in errors.
+    /// Adds a key given in plain text (`--api-key` / `HBIDX_API_KEY`) with the client scopes
+    /// ([`Scope::CLIENT`]: every one but `cluster`), under `id`. `source` names where it came
+    /// from in errors.
     pub fn add_plaintext_key(
         &mut self,
         id: &str,
         key: &str,
         source: &str,
     ) -> Result<(), ConfigError> {
-        check_plaintext_key(key).map_err(|reason| ConfigError::invalid(source, reason))?;
-        let sha256 = hash_key(key);
-        if let Some(existing) = self.keys.iter().find(|k| k.sha256 == sha256) {
+        let (sha256, existing) = self.checked_plaintext(key, source)?;
+        if let Some(existing) = existing {
             return Err(ConfigError::invalid(
                 source,
                 format!(
@@ -232,6 +267,56 @@ impl SecurityConfig {
                 ),
             ));
         }
+        self.push_plaintext(id, sha256, Scope::CLIENT.to_vec(), source)
+    }
+
+    /// Adds the key the instances of a sharded tier call each other's internal routes with
+    /// (`HBIDX_CLUSTER_KEY`), with the `cluster` scope only. The same key may also be configured
+    /// in `[security]` (by its hash), then with the `cluster` scope alone: a peer key that could
+    /// also look up, write or administer would make every instance's environment a client key.
+    pub fn add_cluster_key(
+        &mut self,
+        id: &str,
+        key: &str,
+        source: &str,
+    ) -> Result<(), ConfigError> {
+        let (sha256, existing) = self.checked_plaintext(key, source)?;
+        if let Some(existing) = existing {
+            if existing.scopes == [Scope::Cluster] {
+                return Ok(());
+            }
+            return Err(ConfigError::invalid(
+                source,
+                format!(
+                    "this key is also \"{}\" (in [security] or --api-key) with scopes other than \
+                     \"cluster\"; the key the instances call each other with must have the \
+                     cluster scope only: `hbidx keys new --id cluster --scope cluster` makes one",
+                    existing.id
+                ),
+            ));
+        }
+        self.push_plaintext(id, sha256, vec![Scope::Cluster], source)
+    }
+
+    /// A plain-text key's digest once it passes [`check_plaintext_key`], and the configured key
+    /// with the same digest, if any.
+    fn checked_plaintext(
+        &self,
+        key: &str,
+        source: &str,
+    ) -> Result<([u8; 32], Option<&KeyConfig>), ConfigError> {
+        check_plaintext_key(key).map_err(|reason| ConfigError::invalid(source, reason))?;
+        let sha256 = hash_key(key);
+        Ok((sha256, self.keys.iter().find(|k| k.sha256 == sha256)))
+    }
+
+    fn push_plaintext(
+        &mut self,
+        id: &str,
+        sha256: [u8; 32],
+        scopes: Vec<Scope>,
+        source: &str,
+    ) -> Result<(), ConfigError> {
         if self.keys.iter().any(|k| k.id == id) {
             return Err(ConfigError::invalid(
                 source,
@@ -241,7 +326,7 @@ impl SecurityConfig {
         self.keys.push(KeyConfig {
             id: id.to_string(),
             sha256,
-            scopes: Scope::ALL.to_vec(),
+            scopes,
             rate_limit: None,
         });
         Ok(())
@@ -277,22 +362,57 @@ fn parse_scopes(raw: Option<&[String]>) -> Result<Vec<Scope>, String> {
     Ok(scopes)
 }
 
-/// Shortest key accepted in plain text. `hbidx keys new` makes 49-character keys; 24 random
-/// base64 characters would still be 144 bits.
-pub const MIN_KEY_LEN: usize = 24;
+/// What every API key starts with (`hbidx keys new`): a key pasted into the wrong place is
+/// recognisable, and secret scanners can match it.
+pub const KEY_PREFIX: &str = "hbidx_";
 
-/// Whether `key` can be used as an API key: long enough to be unguessable, and printable ASCII
-/// without spaces, so it survives an HTTP header and a shell.
+/// Base64url characters after [`KEY_PREFIX`]: 32 random bytes, 256 bits.
+pub const KEY_RANDOM_CHARS: usize = 43;
+
+/// Fewest distinct characters the random part may have. 43 characters drawn at random from
+/// base64url's 64 hold ~31 distinct ones, and fewer than 16 about once in 10^12 keys; a
+/// placeholder (`hbidx_aaaa…`) or a made-up pattern has far fewer.
+pub const KEY_MIN_DISTINCT: usize = 16;
+
+/// Whether `key` can be used as an API key in plain text (`--api-key`, `HBIDX_API_KEY`,
+/// `HBIDX_CLUSTER_KEY`): exactly the form `hbidx keys new` prints, [`KEY_PREFIX`] and 32 bytes
+/// in base64url without padding, with at least [`KEY_MIN_DISTINCT`] distinct characters. Any
+/// other string (a placeholder, a password, a short or patterned secret) is refused: nobody
+/// can tell a guessable key from a strong one by looking, so only the generator's form is
+/// taken. The reason never quotes the key.
 pub fn check_plaintext_key(key: &str) -> Result<(), String> {
-    if key.len() < MIN_KEY_LEN {
+    const HOW: &str = "`hbidx keys new` makes one";
+    let Some(random) = key.strip_prefix(KEY_PREFIX) else {
         return Err(format!(
-            "an API key must be at least {MIN_KEY_LEN} characters (this one has {}); \
-             `hbidx keys new` makes one",
-            key.len()
+            "an API key must be what `hbidx keys new` prints: \"{KEY_PREFIX}\" and \
+             {KEY_RANDOM_CHARS} base64url characters; this one does not start with \
+             \"{KEY_PREFIX}\""
+        ));
+    };
+    let base64url = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    if random.len() != KEY_RANDOM_CHARS || !random.bytes().all(base64url) {
+        return Err(format!(
+            "an API key must be \"{KEY_PREFIX}\" and {KEY_RANDOM_CHARS} base64url characters \
+             (32 random bytes); this one has {} characters after the prefix{}; {HOW}",
+            random.chars().count(),
+            if random.bytes().all(base64url) {
+                ""
+            } else {
+                ", not all of them base64url"
+            }
         ));
     }
-    if !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("an API key must be printable ASCII without spaces".into());
+    let mut seen = [false; 256];
+    let distinct = random
+        .bytes()
+        .filter(|&b| !std::mem::replace(&mut seen[usize::from(b)], true))
+        .count();
+    if distinct < KEY_MIN_DISTINCT {
+        return Err(format!(
+            "an API key must be random: this one has only {distinct} distinct characters after \
+             \"{KEY_PREFIX}\" (a random key has ~31, at least {KEY_MIN_DISTINCT} are required); \
+             {HOW}"
+        ));
     }
     Ok(())
 }
@@ -410,24 +530,95 @@ mod tests {
     }
 
     #[test]
-    fn plaintext_keys_are_checked_and_get_every_scope() {
+    fn plaintext_keys_are_checked_and_get_the_client_scopes() {
         let mut config = SecurityConfig::default();
-        let err = config
-            .add_plaintext_key("cli", "short", "--api-key")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("--api-key: an API key must be at least 24"),
-            "{err}"
-        );
-        let key = "hbidx_0123456789abcdefghijklmnopqrstuvwxyzABCDE";
+        let key = "hbidx_aGJpZHggc2NoZW1hIHVuaXQgdGVzdCBrZXkuLi4uLi4";
+        for (bad, expected) in [
+            ("short", "does not start with \"hbidx_\""),
+            (
+                "REPLACE-with-the-output-of-hbidx-keys-new",
+                "does not start with",
+            ),
+            ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "does not start with"),
+            (
+                "hbidx_0123456789abcdef",
+                "this one has 16 characters after the prefix;",
+            ),
+            (&format!("{key}x"), "this one has 44 characters"),
+            (
+                "hbidx_aGJpZHggc2NoZW1hIHVuaXQgdGVzdCBrZXkuLi4uLi+",
+                "not all of them base64url",
+            ),
+            (
+                "hbidx_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                "only 1 distinct characters",
+            ),
+            (
+                "hbidx_abcdefghijklmnoabcdefghijklmnoabcdefghijklm",
+                "only 15 distinct characters",
+            ),
+        ] {
+            let err = config
+                .add_plaintext_key("cli", bad, "--api-key")
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with("--api-key: an API key must"), "{err}");
+            assert!(err.contains(expected), "{bad}: {err}");
+            assert!(!err.contains(bad), "the key is never echoed: {err}");
+        }
+        // What `hbidx keys new` makes always passes.
+        for _ in 0..1000 {
+            let random = rand::random::<[u8; 32]>();
+            let fresh = format!(
+                "hbidx_{}",
+                base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, random)
+            );
+            check_plaintext_key(&fresh).unwrap();
+        }
         config.add_plaintext_key("cli", key, "--api-key").unwrap();
-        assert_eq!(config.keys[0].scopes, Scope::ALL.to_vec());
+        assert_eq!(config.keys[0].scopes, Scope::CLIENT.to_vec());
         assert_eq!(config.keys[0].sha256, hash_key(key));
         let err = config
             .add_plaintext_key("other", key, "HBIDX_API_KEY")
             .unwrap_err()
             .to_string();
         assert!(err.contains("already configured as \"cli\""), "{err}");
+        // The client key can't double as the peers' key.
+        let err = config
+            .add_cluster_key("peers", key, "HBIDX_CLUSTER_KEY")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cluster scope only"), "{err}");
+    }
+
+    #[test]
+    fn the_cluster_key_has_the_cluster_scope_only() {
+        let key = "hbidx_aGJpZHggc2NoZW1hIHVuaXQgdGVzdCBrZXkuLi4uLi4";
+        let mut config = SecurityConfig::default();
+        config
+            .add_cluster_key("peers", key, "HBIDX_CLUSTER_KEY")
+            .unwrap();
+        assert_eq!(config.keys[0].scopes, vec![Scope::Cluster]);
+        // Configured by its hash as well, with the cluster scope only: taken once.
+        let text = format!(
+            "[[security.keys]]\nid = \"cluster\"\nsha256 = \"{}\"\nscopes = [\"cluster\"]\n",
+            hex_of(key)
+        );
+        let mut configured = config_of(&text);
+        configured
+            .add_cluster_key("peers", key, "HBIDX_CLUSTER_KEY")
+            .unwrap();
+        assert_eq!(configured.keys.len(), 1);
+        let text = text.replace("[\"cluster\"]", "[\"cluster\", \"admin\"]");
+        let mut wider = config_of(&text);
+        assert!(
+            wider
+                .add_cluster_key("peers", key, "HBIDX_CLUSTER_KEY")
+                .is_err()
+        );
+    }
+
+    fn config_of(text: &str) -> SecurityConfig {
+        config(text).unwrap()
     }
 }

@@ -6,13 +6,16 @@
 //! workers = 2                        # threads serving the REST API; default one per CPU
 //! http_cpus = [0, 1]                 # pin HTTP thread i to CPU http_cpus[i % len]; default unpinned
 //! thrift_listen = "127.0.0.1:9090"   # HBase Thrift1 gateway (--thrift-listen); off when unset
+//! thrift_allow_remote = false        # true to let thrift_listen be other than loopback
+//! thrift_idle_timeout_ms = 60000     # a gateway connection silent this long is closed
 //! thrift_workers = 64                # connections served at once (one thread each)
 //! thrift_transport = "buffered"      # or "framed"
 //! thrift_protocol = "binary"         # or "compact"
 //! thrift_hbase_version = 2           # 1: answer like HBase 1.x's Thrift server
 //! thrift_max_container_len = 100000  # elements one list, set or map of a request may claim
 //! max_connections = 4096             # REST connections open at once; more wait to be accepted
-//! header_timeout_ms = 30000          # a request's head must arrive within this (idle too)
+//! max_connections_per_client = 1024  # of those, from one client address; more are closed
+//! header_timeout_ms = 5000           # a request's head must arrive within this (idle too)
 //! body_timeout_ms = 30000            # a request's body must arrive within this
 //! ```
 
@@ -31,6 +34,18 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
 /// Thrift gateway connections served at once when `thrift_workers` doesn't say.
 pub const DEFAULT_THRIFT_WORKERS: usize = 64;
 
+/// How long a gateway connection may send nothing (between calls or within one) before it is
+/// closed, when `thrift_idle_timeout_ms` doesn't say: HBase's own Thrift server's
+/// `hbase.thrift.server.socket.read.timeout`. Each connection holds a worker thread, so idle
+/// ones would otherwise hold every worker.
+pub const DEFAULT_THRIFT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Why a gateway address other than loopback needs `thrift_allow_remote = true`.
+pub const THRIFT_REMOTE_REFUSED: &str = "is not a loopback address, and the Thrift gateway has no \
+     authentication (HBase Thrift clients know no key scheme): anyone who reaches it reads and \
+     writes the rows. Bind it to 127.0.0.1, or set [server] thrift_allow_remote = true for a \
+     private network you trust";
+
 /// Elements one list, set or map of a Thrift request may claim when
 /// `thrift_max_container_len` doesn't say: far above what an HBase client batches into one call
 /// (happybase's batches are thousands of cells), far below what could exhaust memory.
@@ -40,9 +55,21 @@ pub const DEFAULT_THRIFT_MAX_CONTAINER_LEN: usize = 100_000;
 /// sidecar's clients pool, far below the file descriptors a process gets.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
-/// How long a REST request's head (and, separately, its body) may take to arrive when
-/// `header_timeout_ms` / `body_timeout_ms` don't say: generous for any real client, finite for
-/// one that trickles bytes to hold a connection (slowloris).
+/// REST connections one client address may hold open when `max_connections_per_client`
+/// doesn't say: a quarter of the default total, so no one address (a slowloris, a runaway
+/// pool) can take every connection and the probes' with them. An ingress or a proxy in front
+/// is one address: raise it there.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 1024;
+
+/// How long a REST request's head may take to arrive when `header_timeout_ms` doesn't say,
+/// counted for a kept-alive connection from the previous answer (so also how long it may sit
+/// idle, as Node.js's 5 s keep-alive default): a real client sends a head in one packet; a
+/// slowloris holding connections by trickling bytes loses each within seconds.
+pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a REST request's body may take to arrive when `body_timeout_ms` doesn't say:
+/// generous for a batch of a thousand values on a slow link, finite for a client that trickles
+/// bytes to hold a connection.
 pub const DEFAULT_REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why `[server] rowkey_cache_mb` is refused: the rowkey cache is a part of `[memory]`, whose
@@ -69,6 +96,8 @@ pub(crate) struct RawServer {
     workers: Option<i64>,
     http_cpus: Option<Vec<i64>>,
     thrift_listen: Option<String>,
+    thrift_allow_remote: Option<bool>,
+    thrift_idle_timeout_ms: Option<i64>,
     thrift_workers: Option<i64>,
     thrift_transport: Option<String>,
     thrift_protocol: Option<String>,
@@ -78,6 +107,7 @@ pub(crate) struct RawServer {
     /// `[memory]` key to set instead.
     rowkey_cache_mb: Option<toml::Value>,
     max_connections: Option<i64>,
+    max_connections_per_client: Option<i64>,
     header_timeout_ms: Option<i64>,
     body_timeout_ms: Option<i64>,
 }
@@ -95,6 +125,11 @@ pub struct ServerConfig {
     /// pinned. With `workers` unset, one thread per listed CPU.
     pub http_cpus: Vec<usize>,
     pub thrift_listen: Option<SocketAddr>,
+    /// Whether the gateway may listen on an address other than loopback (`thrift_listen` or
+    /// `--thrift-listen`); without it such an address is refused.
+    pub thrift_allow_remote: bool,
+    /// A gateway connection that sends nothing this long is closed.
+    pub thrift_idle_timeout: std::time::Duration,
     pub thrift_workers: usize,
     pub thrift_transport: ThriftTransport,
     pub thrift_protocol: ThriftProtocol,
@@ -107,6 +142,9 @@ pub struct ServerConfig {
     /// REST connections served at once; the next is accepted when one closes, so a crowd of
     /// idle or slow clients queues in the listen backlog instead of taking memory and threads.
     pub max_connections: usize,
+    /// Of those, connections one client address may hold; more from it are closed as they
+    /// are accepted (IPv6: per /64).
+    pub max_connections_per_client: usize,
     /// A request's head must arrive within this, counted from when the server starts reading it
     /// (for a kept-alive connection, from the previous answer): a client that trickles it, or
     /// sits idle, is disconnected.
@@ -122,13 +160,16 @@ impl Default for ServerConfig {
             workers: None,
             http_cpus: Vec::new(),
             thrift_listen: None,
+            thrift_allow_remote: false,
+            thrift_idle_timeout: DEFAULT_THRIFT_IDLE_TIMEOUT,
             thrift_workers: DEFAULT_THRIFT_WORKERS,
             thrift_transport: ThriftTransport::Buffered,
             thrift_protocol: ThriftProtocol::Binary,
             thrift_api: HbaseApi::V2,
             thrift_max_container_len: DEFAULT_THRIFT_MAX_CONTAINER_LEN,
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            header_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
         }
     }
@@ -162,6 +203,26 @@ impl ServerConfig {
             .as_deref()
             .map(|text| address("thrift_listen", text))
             .transpose()?;
+        let thrift_allow_remote = raw.thrift_allow_remote.unwrap_or(false);
+        if let Some(addr) = thrift_listen
+            && !addr.ip().is_loopback()
+            && !thrift_allow_remote
+        {
+            return Err(invalid(
+                "thrift_listen",
+                format!("{addr} {THRIFT_REMOTE_REFUSED}"),
+            ));
+        }
+        let thrift_idle_timeout = match raw.thrift_idle_timeout_ms {
+            None => DEFAULT_THRIFT_IDLE_TIMEOUT,
+            Some(ms @ 1..=86_400_000) => std::time::Duration::from_millis(ms as u64),
+            Some(ms) => {
+                return Err(invalid(
+                    "thrift_idle_timeout_ms",
+                    format!("{ms} is not within 1..=86400000"),
+                ));
+            }
+        };
         let workers = match raw.workers {
             None => None,
             Some(workers @ 1..=1024) => Some(workers as usize),
@@ -247,24 +308,45 @@ impl ServerConfig {
                 ));
             }
         };
-        let timeout = |key: &str, value: Option<i64>| match value {
-            None => Ok(DEFAULT_REQUEST_READ_TIMEOUT),
+        let max_connections_per_client = match raw.max_connections_per_client {
+            None => DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+            Some(n @ 1..=1_000_000) => n as usize,
+            Some(n) => {
+                return Err(invalid(
+                    "max_connections_per_client",
+                    format!("{n} is not within 1..=1000000"),
+                ));
+            }
+        };
+        let timeout = |key: &str, value: Option<i64>, default| match value {
+            None => Ok(default),
             Some(ms @ 1..=3_600_000) => Ok(std::time::Duration::from_millis(ms as u64)),
             Some(ms) => Err(invalid(key, format!("{ms} is not within 1..=3600000"))),
         };
-        let header_timeout = timeout("header_timeout_ms", raw.header_timeout_ms)?;
-        let body_timeout = timeout("body_timeout_ms", raw.body_timeout_ms)?;
+        let header_timeout = timeout(
+            "header_timeout_ms",
+            raw.header_timeout_ms,
+            DEFAULT_HEADER_TIMEOUT,
+        )?;
+        let body_timeout = timeout(
+            "body_timeout_ms",
+            raw.body_timeout_ms,
+            DEFAULT_REQUEST_READ_TIMEOUT,
+        )?;
         Ok(Self {
             listen,
             workers,
             http_cpus,
             thrift_listen,
+            thrift_allow_remote,
+            thrift_idle_timeout,
             thrift_workers,
             thrift_transport,
             thrift_protocol,
             thrift_api,
             thrift_max_container_len,
             max_connections,
+            max_connections_per_client,
             header_timeout,
             body_timeout,
         })
@@ -336,10 +418,33 @@ mod tests {
             ("max_connections = 0", "server.max_connections: 0"),
             ("header_timeout_ms = 0", "server.header_timeout_ms: 0"),
             ("body_timeout_ms = -5", "server.body_timeout_ms: -5"),
+            (
+                "max_connections_per_client = 0",
+                "server.max_connections_per_client: 0",
+            ),
+            (
+                "thrift_listen = \"0.0.0.0:9090\"",
+                "server.thrift_listen: 0.0.0.0:9090 is not a loopback address",
+            ),
+            (
+                "thrift_idle_timeout_ms = 0",
+                "server.thrift_idle_timeout_ms: 0",
+            ),
         ] {
             let error = parse(text).unwrap_err().to_string();
             assert!(error.contains(expected), "{text}: {error}");
         }
+        // A remote gateway is an explicit choice.
+        let remote = parse("thrift_listen = \"0.0.0.0:9090\"\nthrift_allow_remote = true").unwrap();
+        assert!(remote.thrift_allow_remote);
+        // The defaults: a slowloris loses a connection within seconds.
+        let defaults = parse("").unwrap();
+        assert_eq!(defaults.header_timeout, std::time::Duration::from_secs(5));
+        assert_eq!(defaults.max_connections_per_client, 1024);
+        assert_eq!(
+            defaults.thrift_idle_timeout,
+            std::time::Duration::from_secs(60)
+        );
         let limits =
             parse("max_connections = 7\nheader_timeout_ms = 250\nbody_timeout_ms = 500").unwrap();
         assert_eq!(limits.max_connections, 7);

@@ -10,6 +10,7 @@
 //! table = "user"
 //! # group_id = "..."         # default hbidx-<instance id>-<table>: each instance is a replica
 //! # start = "earliest"       # where partitions with no checkpoint in this index begin
+//! # dead_letter_max_mb = 1024  # the table's dead-letter files at most (two, rotated)
 //! # [sources.properties]     # passed to librdkafka as-is (security.protocol, sasl.*, ...)
 //! ```
 
@@ -18,6 +19,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{ConfigError, TableConfig};
+
+/// A table's dead-letter files at most, when `dead_letter_max_mb` doesn't say: 1 GiB. Anyone
+/// who can produce to the topic can send undecodable messages; the cap keeps that from filling
+/// the data volume the index lives on.
+pub const DEFAULT_DEAD_LETTER_MAX_MB: u64 = 1024;
 
 /// How the messages of one topic are encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +75,9 @@ pub struct KafkaSourceConfig {
     /// share of `[memory] source_buffers_mb`; `properties` win. `None`: librdkafka's default.
     /// Not a config key: the server sets it from the memory budget.
     pub prefetch_kbytes: Option<u64>,
+    /// The table's dead-letter files at most, in bytes (`dead_letter_max_mb`): the current
+    /// file and one rotated one, each at most half.
+    pub dead_letter_max_bytes: u64,
 }
 
 impl KafkaSourceConfig {
@@ -96,6 +105,7 @@ pub(crate) struct RawSource {
     start: Option<String>,
     #[serde(default)]
     properties: BTreeMap<String, String>,
+    dead_letter_max_mb: Option<i64>,
 }
 
 /// Validates `[[sources]]` against the (already validated) tables: at most one per table.
@@ -158,6 +168,16 @@ pub(crate) fn validate_sources(
                 ),
             ));
         }
+        let dead_letter_max_mb = match source.dead_letter_max_mb {
+            None => DEFAULT_DEAD_LETTER_MAX_MB,
+            Some(mb @ 1..=1_048_576) => mb as u64,
+            Some(mb) => {
+                return Err(invalid(
+                    "dead_letter_max_mb",
+                    format!("{mb} is not within 1..=1048576"),
+                ));
+            }
+        };
         out.push(KafkaSourceConfig {
             brokers,
             topic,
@@ -167,6 +187,7 @@ pub(crate) fn validate_sources(
             start,
             properties: source.properties,
             prefetch_kbytes: None,
+            dead_letter_max_bytes: dead_letter_max_mb * 1024 * 1024,
         });
     }
     Ok(out)

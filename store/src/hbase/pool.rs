@@ -5,16 +5,54 @@ use std::net::{TcpStream, ToSocketAddrs};
 
 use hbase_thrift::hbase::HbaseSyncClient;
 use thrift::protocol::{
-    TBinaryInputProtocol, TBinaryOutputProtocol, TCompactInputProtocol, TCompactOutputProtocol,
-    TInputProtocol, TOutputProtocol,
+    TBinaryInputProtocolFactory, TBinaryOutputProtocol, TCompactInputProtocolFactory,
+    TCompactOutputProtocol, TInputProtocol, TInputProtocolFactory, TOutputProtocol,
 };
 use thrift::transport::{
     TBufferedReadTransport, TBufferedWriteTransport, TFramedReadTransport, TFramedWriteTransport,
     TIoChannel, TTcpChannel,
 };
 
+use crate::thrift_limits::{LimitedFactory, Limits, Wire};
 use crate::thrift1::Thrift1Client as Client;
 use hbidx_schema::config::{HbaseConfig, ThriftProtocol, ThriftTransport};
+
+/// What one reply of the HBase Thrift server may claim, checked before anything is allocated
+/// for it (thrift_limits.rs): the generated client would otherwise allocate whatever length a
+/// broken or hostile server sends, and a claimed list of 2^31 rows aborts the process.
+///
+/// Elements of one list or map: a multi-get asks for at most a few thousand rows, a row has at
+/// most a few thousand columns here; ten million is far above both.
+pub const REPLY_MAX_CONTAINER_LEN: usize = 10_000_000;
+/// Bytes of one string or binary: HBase refuses cells over 10 MB
+/// (`hbase.client.keyvalue.maxsize`), so 64 MiB never refuses a real reply.
+pub const REPLY_MAX_STRING_LEN: usize = 64 << 20;
+
+const REPLY_LIMITS: Limits = Limits {
+    max_container_len: REPLY_MAX_CONTAINER_LEN,
+    max_string_len: REPLY_MAX_STRING_LEN,
+};
+
+/// The input protocol of `protocol` over `transport`, with [`REPLY_LIMITS`] checked.
+fn limited_input(
+    protocol: ThriftProtocol,
+    transport: Box<dyn thrift::transport::TReadTransport + Send>,
+) -> Box<dyn TInputProtocol + Send> {
+    match protocol {
+        ThriftProtocol::Binary => LimitedFactory {
+            inner: TBinaryInputProtocolFactory::new(),
+            wire: Wire::Binary,
+            limits: REPLY_LIMITS,
+        }
+        .create(transport),
+        ThriftProtocol::Compact => LimitedFactory {
+            inner: TCompactInputProtocolFactory::new(),
+            wire: Wire::Compact,
+            limits: REPLY_LIMITS,
+        }
+        .create(transport),
+    }
+}
 
 /// A pooled Thrift connection. `broken` is set after a transport or protocol error: the stream
 /// may hold half a response, so it is dropped instead of being handed out again.
@@ -85,21 +123,12 @@ impl Manager {
         stream.set_read_timeout(Some(self.config.timeout))?;
         stream.set_write_timeout(Some(self.config.timeout))?;
         let (read, write) = TTcpChannel::with_stream(stream).split()?;
-        let input: Box<dyn TInputProtocol + Send> =
-            match (self.config.transport, self.config.protocol) {
-                (ThriftTransport::Buffered, ThriftProtocol::Binary) => Box::new(
-                    TBinaryInputProtocol::new(TBufferedReadTransport::new(read), true),
-                ),
-                (ThriftTransport::Framed, ThriftProtocol::Binary) => Box::new(
-                    TBinaryInputProtocol::new(TFramedReadTransport::new(read), true),
-                ),
-                (ThriftTransport::Buffered, ThriftProtocol::Compact) => Box::new(
-                    TCompactInputProtocol::new(TBufferedReadTransport::new(read)),
-                ),
-                (ThriftTransport::Framed, ThriftProtocol::Compact) => {
-                    Box::new(TCompactInputProtocol::new(TFramedReadTransport::new(read)))
-                }
+        let transport: Box<dyn thrift::transport::TReadTransport + Send> =
+            match self.config.transport {
+                ThriftTransport::Buffered => Box::new(TBufferedReadTransport::new(read)),
+                ThriftTransport::Framed => Box::new(TFramedReadTransport::new(read)),
             };
+        let input = limited_input(self.config.protocol, transport);
         let output: Box<dyn TOutputProtocol + Send> =
             match (self.config.transport, self.config.protocol) {
                 (ThriftTransport::Buffered, ThriftProtocol::Binary) => Box::new(

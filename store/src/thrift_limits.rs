@@ -1,4 +1,6 @@
-//! Size limits on what a Thrift request may claim, checked before anything is allocated for it.
+//! Size limits on what a Thrift message may claim, checked before anything is allocated for it:
+//! the requests hbidx's gateway reads, and the replies hbidx's HBase client reads (a broken or
+//! hostile Thrift server claiming a list of two billion rows must not abort the sidecar).
 //!
 //! The code hbase-thrift generates reads a list as `Vec::with_capacity(size as usize)` with the
 //! size the client sent: a 20-byte request claiming two billion `Mutation`s asks the allocator
@@ -14,10 +16,24 @@
 //! (`Shared`): neither protocol buffers ahead of the transport, so they never see each other's
 //! bytes.
 
+/// Implements `TInputProtocol` methods that a wrapping layer passes straight to `self.inner`,
+/// so each layer spells out only the methods it changes (here, and the gateway's own layers).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! forward_reads {
+    ($($method:ident -> $value:ty),* $(,)?) => {
+        $(
+            fn $method(&mut self) -> thrift::Result<$value> {
+                self.inner.$method()
+            }
+        )*
+    };
+}
+
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 
-use hbidx_store::lock;
+use crate::lock;
 use thrift::protocol::{
     TFieldIdentifier, TInputProtocol, TInputProtocolFactory, TListIdentifier, TMapIdentifier,
     TMessageIdentifier, TMessageType, TSetIdentifier, TStructIdentifier,
@@ -27,7 +43,7 @@ use thrift::{ProtocolError, ProtocolErrorKind};
 
 /// The wire encoding of the wrapped protocol: how it prefixes a string with its length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wire {
+pub enum Wire {
     /// A big-endian `i32`.
     Binary,
     /// An unsigned LEB128 varint.
@@ -36,7 +52,7 @@ pub(crate) enum Wire {
 
 /// What one request may claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// Elements of one list, set or map.
     pub max_container_len: usize,
     /// Bytes of one string or binary (a row key, a value, a column name).
@@ -44,7 +60,7 @@ pub(crate) struct Limits {
 }
 
 /// Wraps the input protocols of a factory with [`Limited`].
-pub(crate) struct LimitedFactory<F> {
+pub struct LimitedFactory<F> {
     pub inner: F,
     pub wire: Wire,
     pub limits: Limits,
@@ -72,7 +88,7 @@ impl Read for Shared {
 }
 
 /// An input protocol that checks every claimed size; see the module docs.
-pub(crate) struct Limited {
+pub struct Limited {
     inner: Box<dyn TInputProtocol + Send>,
     transport: Shared,
     wire: Wire,
@@ -186,7 +202,7 @@ impl TInputProtocol for Limited {
         Ok(String::from_utf8(bytes)?)
     }
 
-    crate::protocol::forward_reads! {
+    crate::forward_reads! {
         read_message_end -> (),
         read_struct_begin -> Option<TStructIdentifier>,
         read_struct_end -> (),
