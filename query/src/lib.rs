@@ -19,6 +19,7 @@ mod cluster;
 mod error;
 mod extract;
 mod index_wait;
+mod internal;
 mod jobs;
 mod lookup;
 mod openapi;
@@ -263,11 +264,11 @@ pub(crate) fn routes(max_body_bytes: usize) -> OpenApiRouter<SharedState> {
         .routes(routes!(telemetry::metrics_text))
         .routes(routes!(ops::dashboard))
         .routes(routes!(cluster::cluster_status))
-        .routes(routes!(cluster::hits).layer(body_limit))
-        .routes(routes!(cluster::batch_hits).layer(body_limit))
-        .routes(routes!(cluster::apply).layer(body_limit))
-        .routes(routes!(cluster::repair).layer(body_limit))
-        .routes(routes!(cluster::shard_status))
+        .routes(routes!(internal::hits).layer(body_limit))
+        .routes(routes!(internal::batch_hits).layer(body_limit))
+        .routes(routes!(internal::apply).layer(body_limit))
+        .routes(routes!(internal::repair).layer(body_limit))
+        .routes(routes!(internal::shard_status))
 }
 
 /// The one middleware in front of every request: the key check, then the handler, with the

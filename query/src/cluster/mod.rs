@@ -9,14 +9,12 @@
 //! Writes through any instance go to HBase and then to the owning shard's replicas, so
 //! `?wait=indexed` holds across the tier; stale hits go to the owning shard for read repair.
 
-mod internal;
+mod local;
 mod peers;
 mod status;
 
-pub(crate) use internal::{
-    __path_apply, __path_batch_hits, __path_hits, __path_repair, __path_shard_status, apply,
-    batch_hits, hits, repair, shard_status,
-};
+pub(crate) use local::{local_batch_hits, local_hits, local_status};
+pub(crate) use peers::{Applied, BatchShardHits, RepairRequest, ShardHits};
 pub use peers::{Peers, spawn_prober};
 pub(crate) use status::{__path_cluster_status, cluster_status};
 
@@ -57,7 +55,7 @@ pub(crate) async fn lookup_hits(
         .collect();
     let calls = shards.iter().map(|&shard| async move {
         let answer = if peers.is_own(shard) {
-            internal::local_hits(runtime, query).await
+            local_hits(runtime, query).await
         } else {
             peers.hits(shard, table, pairs).await
         };
@@ -123,7 +121,7 @@ pub(crate) async fn batch_hits_of(
     let table = &runtime.config.name;
     let calls = (0..peers.shard_count()).map(|shard| async move {
         let answer = if peers.is_own(shard) {
-            internal::local_batch_hits(runtime, request, plan).await
+            local_batch_hits(runtime, request, plan).await
         } else {
             peers.batch_hits(shard, table, request).await
         };

@@ -27,7 +27,7 @@ pub(crate) async fn cluster_status(
     })?;
     let mut tables: Vec<&String> = state.tables.keys().collect();
     tables.sort();
-    let own = super::internal::local_status(&state);
+    let own = super::local_status(&state);
     let mut shards = Vec::with_capacity(peers.shard_count());
     for shard in 0..peers.shard_count() {
         let ranges: serde_json::Map<String, serde_json::Value> = tables

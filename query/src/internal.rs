@@ -1,8 +1,7 @@
-//! The routes other instances of the tier call (`/v1/internal/...`, the `cluster` scope):
+//! The routes other instances of a sharded tier call (`/v1/internal/...`, the `cluster` scope):
 //! this shard's index hits, forwarded writes and repairs, and its status. They answer from this
-//! instance alone and never fan out again.
-
-use std::sync::atomic::Ordering;
+//! instance alone (cluster/local.rs) and never fan out again: serving them is apart from the
+//! fan-out client (query/src/cluster/), which only calls them.
 
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
@@ -10,70 +9,16 @@ use hbidx_indexer::{diff_row, kept_columns};
 use hbidx_schema::model::Mutation;
 use hbidx_store::now_ms;
 
-use super::peers::{Applied, BatchShardHits, RepairRequest, ShardHits};
 use crate::auth::Caller;
+use crate::cluster::{
+    Applied, BatchShardHits, RepairRequest, ShardHits, in_range, local_batch_hits, local_hits,
+    local_status,
+};
 use crate::extract::{ApiJson, QueryPairs};
 use crate::lookup::{
-    BatchLookupRequest, BatchPlan, RowsQuery, answered_by_index, batch_plan, kept_rows,
-    local_batch_hits as local_batch_rowkeys, parse_rows_query,
+    BatchLookupRequest, audit_lookup, audit_param_kinds, batch_plan, parse_rows_query,
 };
-use crate::lookup::{audit_lookup, audit_param_kinds};
-use crate::{ApiError, SharedState, TableRuntime};
-
-/// This instance's hits for a parsed lookup, with the kept rows when the answer comes from the
-/// index.
-pub(crate) async fn local_hits(
-    runtime: &TableRuntime,
-    query: &RowsQuery,
-) -> Result<ShardHits, ApiError> {
-    let page = runtime
-        .searcher
-        .lookup(&query.conditions, query.limit, query.cursor.as_deref())?;
-    let from_index = !query.index_only
-        && answered_by_index(
-            &runtime.config,
-            query.has_blind_condition(),
-            query.columns.as_deref(),
-            query.consistency,
-        );
-    let kept = if from_index && !page.rowkeys.is_empty() {
-        Some(kept_rows(runtime, page.rowkeys.clone()).await?)
-    } else {
-        None
-    };
-    Ok(ShardHits {
-        rowkeys: page.rowkeys,
-        has_more: page.has_more,
-        kept,
-    })
-}
-
-/// This instance's hits for every value of a checked batch.
-pub(crate) async fn local_batch_hits(
-    runtime: &TableRuntime,
-    request: &BatchLookupRequest,
-    plan: &BatchPlan<'_>,
-) -> Result<BatchShardHits, ApiError> {
-    let with_kept = plan.answered_from_index(runtime, request) && !request.index_only;
-    let mut values = Vec::with_capacity(request.values.len());
-    for rowkeys in local_batch_rowkeys(runtime, plan)? {
-        let Some(rowkeys) = rowkeys else {
-            values.push(None);
-            continue;
-        };
-        let kept = if with_kept && !rowkeys.is_empty() {
-            Some(kept_rows(runtime, rowkeys.clone()).await?)
-        } else {
-            None
-        };
-        values.push(Some(ShardHits {
-            rowkeys,
-            has_more: false,
-            kept,
-        }));
-    }
-    Ok(BatchShardHits { values })
-}
+use crate::{ApiError, SharedState};
 
 /// This shard's index hits for a lookup: the caller's parameters, in the body as `[name,
 /// value]` pairs (never in the URL, which proxies and meshes log), answered from this
@@ -213,7 +158,7 @@ async fn apply_mutations(
                 format!("is not \"{}\"", runtime.config.name),
             ));
         }
-        if !super::in_range(range.as_ref(), &mutation.rowkey) {
+        if !in_range(range.as_ref(), &mutation.rowkey) {
             return Err(ApiError::bad_request(
                 format!("[{index}].rowkey"),
                 "is outside this shard's range: do the instances share one [cluster] layout?",
@@ -288,7 +233,7 @@ pub(crate) async fn repair(
     let rowkeys: Vec<Vec<u8>> = request
         .rowkeys
         .into_iter()
-        .filter(|rowkey| super::in_range(range.as_ref(), rowkey))
+        .filter(|rowkey| in_range(range.as_ref(), rowkey))
         .collect();
     let scheduled = rowkeys.len();
     crate::read_repair::schedule_local(&state, runtime, rowkeys);
@@ -306,38 +251,4 @@ pub(crate) async fn repair(
 )]
 pub(crate) async fn shard_status(State(state): State<SharedState>) -> Json<serde_json::Value> {
     Json(local_status(&state))
-}
-
-pub(crate) fn local_status(state: &SharedState) -> serde_json::Value {
-    let tables: serde_json::Map<String, serde_json::Value> = state
-        .tables
-        .iter()
-        .map(|(name, table)| {
-            let stats = &table.stats;
-            let partitions = stats
-                .partitions
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            let lag: Option<i64> = partitions
-                .iter()
-                .filter_map(|p| p.lag)
-                .fold(None, |sum, lag| Some(sum.unwrap_or(0) + lag));
-            (
-                name.clone(),
-                serde_json::json!({
-                    "rows": stats.rows.load(Ordering::Relaxed),
-                    "docs": stats.docs.load(Ordering::Relaxed),
-                    "events": stats.events.load(Ordering::Relaxed),
-                    "lag": lag,
-                    "last_commit_ms": stats.last_commit_ms.load(Ordering::Relaxed),
-                }),
-            )
-        })
-        .collect();
-    let (shard, replica) = state.peers.as_ref().map_or((None, None), |peers| {
-        let (shard, replica) = peers.own();
-        (Some(shard), Some(replica))
-    });
-    serde_json::json!({ "shard": shard, "replica": replica, "tables": tables })
 }
