@@ -407,9 +407,16 @@ fn compose_cluster_runs_every_shard_replica_once() {
         if let Some(other) = identities.insert(identity, (name.to_string(), port)) {
             panic!("{path}: {name} and {} are both {identity:?}", other.0);
         }
-        match &service["environment"]["HBIDX_API_KEY"] {
-            Yaml::String(value) => assert!(value.starts_with("${HBIDX_API_KEY:?"), "{value}"),
-            other => panic!("{path}: {name}: HBIDX_API_KEY: {other:?}"),
+        // Both keys come from the operator's environment, compose refusing to start without
+        // them: the client key, and the instances' key for each other, without which an
+        // instance of a tier does not start.
+        for key in ["HBIDX_API_KEY", "HBIDX_CLUSTER_KEY"] {
+            match &service["environment"][key] {
+                Yaml::String(value) => {
+                    assert!(value.starts_with(&format!("${{{key}:?")), "{value}")
+                }
+                other => panic!("{path}: {name}: {key}: {other:?}"),
+            }
         }
     }
 
