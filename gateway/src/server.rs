@@ -231,7 +231,15 @@ where
                         let Ok((mut input, mut output)) = next else {
                             return;
                         };
-                        serve_connection(&processor, &mut *input, &mut *output);
+                        // A handler that panics loses its connection, never its worker: a
+                        // worker gone for good would shrink the pool until no one is served
+                        // (thrift's TServer pool respawned them).
+                        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            serve_connection(&processor, &mut *input, &mut *output);
+                        }));
+                        if served.is_err() {
+                            tracing::error!("a gateway handler panicked; its connection is closed");
+                        }
                     }
                 })?;
         }
