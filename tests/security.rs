@@ -886,3 +886,117 @@ fn the_post_form_of_a_lookup_answers_like_the_get() {
     );
     assert_eq!(status, 401);
 }
+
+#[test]
+fn paging_cursors_are_sealed_and_open_wherever_the_key_is_shared() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = config_with(dir.path(), "");
+    let args = ["--config", config.to_str().unwrap(), "serve"];
+    let (cursor_key, _) = new_key("cursor", "lookup");
+    let with_key = [
+        ("HBIDX_API_KEY", TEST_API_KEY),
+        ("HBIDX_CURSOR_KEY", cursor_key.as_str()),
+    ];
+    let server = Server::start_with_env(&args, &data, &[], &with_key);
+    // Rowkeys that are personal data, as `md5(uid)[..6] + uid` designs make them.
+    let rowkeys = [
+        "a1b2c3-13800138001",
+        "a1b2c3-13800138002",
+        "a1b2c3-13800138003",
+    ];
+    for rowkey in rowkeys {
+        let (status, body) = call(
+            Some(TEST_API_KEY),
+            reqwest::Method::PUT,
+            &server.url(&format!("/v1/tables/user/rows/{rowkey}?wait=indexed")),
+            Some(&json!({"cells": {"info:name": "张三", "info:phone": "13800138000"}})),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let page = |server: &Server, cursor: Option<&str>| {
+        let mut url = server.url("/v1/tables/user/rows?phone=13800138000&limit=1&index_only=true");
+        if let Some(cursor) = cursor {
+            url.push_str(&format!("&cursor={cursor}"));
+        }
+        call(Some(TEST_API_KEY), reqwest::Method::GET, &url, None)
+    };
+    let (status, first) = page(&server, None);
+    assert_eq!((status, first["count"].as_u64()), (200, Some(1)), "{first}");
+    // The table's rowkey is `md5(key)[..6] + key`: both are personal data here.
+    let first_rowkey = first["rows"][0]["rowkey"].as_str().unwrap().to_string();
+    let first_key = first["rows"][0]["key"].as_str().unwrap().to_string();
+    assert!(rowkeys.contains(&first_key.as_str()), "{first}");
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_string();
+    // The cursor reveals no part of the rowkey it stands for.
+    let raw = URL_SAFE_NO_PAD.decode(&cursor).expect("base64url");
+    assert!(
+        !raw.windows(6)
+            .any(|w| rowkeys[0].as_bytes().windows(6).any(|r| r == w)),
+        "{cursor}"
+    );
+    // The same page asked twice gives two different cursors (a fresh nonce each).
+    let (_, again) = page(&server, None);
+    assert_ne!(again["next_cursor"], first["next_cursor"]);
+    // A cursor made up from a rowkey, or edited, is refused and not quoted back.
+    for forged in [
+        URL_SAFE_NO_PAD.encode(&first_rowkey),
+        format!("{}A", &cursor[..cursor.len() - 1]),
+    ] {
+        let (status, body) = page(&server, Some(&forged));
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!("cursor")),
+            "{body}"
+        );
+        assert!(!body.to_string().contains(&forged), "{body}");
+    }
+    // Another process with the same HBIDX_CURSOR_KEY (here: the same server restarted) opens it.
+    server.stop();
+    let server = Server::start_with_env(&args, &data, &[], &with_key);
+    let (status, second) = page(&server, Some(&cursor));
+    assert_eq!(status, 200, "{second}");
+    let second_rowkey = second["rows"][0]["rowkey"].as_str().unwrap();
+    assert!(
+        second_rowkey > first_rowkey.as_str(),
+        "{first} then {second}"
+    );
+    server.stop();
+    // Without a shared key a process seals with its own: the cursor of another is refused
+    // with a 400 that says how to share one.
+    let server = Server::start_with_env(&args, &data, &[], &[("HBIDX_API_KEY", TEST_API_KEY)]);
+    let (status, body) = page(&server, Some(&cursor));
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("cursor")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("HBIDX_CURSOR_KEY"),
+        "{body}"
+    );
+    server.stop();
+    // A weak cursor key is refused at start, in one line, without quoting it.
+    let output = Command::new(env!("CARGO_BIN_EXE_hbidx"))
+        .args(args)
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("HBIDX_API_KEY", TEST_API_KEY)
+        .env("HBIDX_CURSOR_KEY", "not-a-random-key")
+        .output()
+        .expect("hbidx runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("HBIDX_CURSOR_KEY") && !stderr.contains("not-a-random-key"),
+        "{stderr}"
+    );
+}

@@ -10,6 +10,9 @@
 #                         (audit id "cli"); the operator reads it back with
 #                         kubectl get secret hbidx-operator-key -o jsonpath='{.data.key}' | base64 -d
 #   hbidx-prometheus-key  Prometheus's key (admin scope only; prometheus-scrape.yaml)
+#   hbidx-cursor-key      HBIDX_CURSOR_KEY of the sidecars, which seal paging cursors with it,
+#                         so that a client pages through whichever replica the Service picks
+#                         (not an API key: it opens no route)
 #   hbidx-cluster-key     --cluster: HBIDX_CLUSTER_KEY, the key the tier's pods call each
 #                         other's internal routes with (the cluster scope only)
 #
@@ -34,6 +37,7 @@ secret() {
 secret hbidx-operator-key cli admin >/dev/null
 echo "# the Prometheus key's entry for the config's [security]:" >&2
 secret hbidx-prometheus-key prometheus admin
+secret hbidx-cursor-key cursor lookup >/dev/null
 if [ "${1:-}" = --cluster ]; then
   secret hbidx-cluster-key cluster cluster >/dev/null
 fi

@@ -45,7 +45,7 @@ pub(crate) async fn hits(
     let ApiJson(pairs) = pairs?;
     let result = async {
         let runtime = state.table(&table_name)?;
-        let query = parse_rows_query(runtime, &pairs, &state.limits)?;
+        let query = parse_rows_query(runtime, &pairs, &state.limits, &state.cursors)?;
         local_hits(runtime, &query).await
     }
     .await;

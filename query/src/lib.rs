@@ -22,6 +22,7 @@ mod index_wait;
 mod internal;
 mod jobs;
 mod lookup;
+pub use lookup::{CursorKeySource, CursorSeal};
 mod openapi;
 mod ops;
 mod read_repair;
@@ -142,6 +143,8 @@ pub struct AppState {
     pub cluster: Option<Arc<hbidx_schema::config::ClusterConfig>>,
     /// The other instances of the tier, which lookups fan out to (set with `cluster`).
     pub peers: Option<Arc<cluster::Peers>>,
+    /// Seals and opens paging cursors; a key of its own unless [`AppState::with_cursors`].
+    pub cursors: lookup::CursorSeal,
 }
 
 impl AppState {
@@ -168,6 +171,7 @@ impl AppState {
             memory: None,
             cluster: None,
             peers: None,
+            cursors: lookup::CursorSeal::random(),
         }
     }
 
@@ -193,6 +197,13 @@ impl AppState {
     /// The rowkeys of `table` this instance indexes: `None` for all of them.
     pub fn own_range(&self, table: &str) -> Option<hbidx_schema::config::KeyRange> {
         self.cluster.as_ref()?.own_range(table)
+    }
+
+    /// Seals paging cursors with `cursors`, shared with the instances a client may page
+    /// through.
+    pub fn with_cursors(mut self, cursors: lookup::CursorSeal) -> Self {
+        self.cursors = cursors;
+        self
     }
 
     pub fn with_auth(mut self, auth: auth::Auth) -> Self {

@@ -3,6 +3,7 @@
 
 use anyhow::{Result, anyhow, bail};
 use hbidx_query::auth::{Auth, SecurityConfig};
+use hbidx_query::{CursorKeySource, CursorSeal};
 use hbidx_schema::BlindKey;
 use hbidx_schema::config::HbidxConfig;
 
@@ -88,6 +89,54 @@ pub fn security_config(
     Ok(security)
 }
 
+/// The environment variable holding the key paging cursors are sealed with when `[security]
+/// cursor_key_file` names no file.
+pub const CURSOR_KEY_ENV: &str = "HBIDX_CURSOR_KEY";
+
+/// The seal of paging cursors: the key in the file `[security] cursor_key_file` names, else
+/// `env_key` (the value of [`CURSOR_KEY_ENV`]), else on a sharded tier one derived from
+/// `cluster_key` (every instance of the tier has it, so a client pages through any of them),
+/// else a key of this process alone. A configured key must be of the form `hbidx keys new`
+/// prints. Errors never contain the key.
+pub fn cursor_seal(
+    config: &HbidxConfig,
+    env_key: Option<&str>,
+    cluster_key: Option<&str>,
+) -> Result<CursorSeal> {
+    let configured = match &config.security.cursor_key_file {
+        Some(path) => Some((
+            std::fs::read_to_string(path)
+                .map_err(|err| anyhow!("cannot read [security] cursor_key_file {path}: {err}"))?,
+            format!("[security] cursor_key_file {path}"),
+        )),
+        None => env_key
+            .filter(|key| !key.is_empty())
+            .map(|key| (key.to_string(), CURSOR_KEY_ENV.to_string())),
+    };
+    if let Some((text, source)) = configured {
+        let key = text.trim();
+        hbidx_schema::config::check_plaintext_key(key).map_err(|reason| {
+            anyhow!("{source}: {reason} (the cursor key is made the same way)")
+        })?;
+        return Ok(CursorSeal::from_secret(key, CursorKeySource::Configured));
+    }
+    match cluster_key.filter(|key| !key.is_empty()) {
+        Some(key) if config.cluster.is_some() => {
+            Ok(CursorSeal::from_secret(key, CursorKeySource::Cluster))
+        }
+        _ => Ok(CursorSeal::random()),
+    }
+}
+
+/// [`cursor_seal`] from the process environment.
+pub fn serve_cursors(config: &HbidxConfig) -> Result<CursorSeal> {
+    let env_key = std::env::var(CURSOR_KEY_ENV).ok();
+    let cluster_key = std::env::var(CLUSTER_KEY_ENV).ok();
+    let seal = cursor_seal(config, env_key.as_deref(), cluster_key.as_deref())?;
+    tracing::info!(key = ?seal.source(), "paging cursors sealed");
+    Ok(seal)
+}
+
 /// The keys `hbidx serve` accepts ([`security_config`], the peers' key from the process
 /// environment). With none at all it refuses to start: every route but the health checks needs
 /// a key, so such a server would only ever answer 401, and generating one (as the demo does)
@@ -160,5 +209,66 @@ mod tests {
         assert_eq!(from_file, BlindKey::new(KEY).unwrap());
         let missing = blind_config("[security]\nblind_key_file = \"/nonexistent/blind.key\"\n");
         assert!(blind_key(&missing, Some(KEY)).is_err());
+    }
+
+    const CURSOR_KEY: &str = "hbidx_dY8OwyHPTEhTglLbdz5EQpRDC5cksRl8KiMFmF3OQ3E";
+    const PEERS_KEY: &str = "hbidx_KCVv5TTKNuyFnOrjoGwC2jVSTrJxR6_kR6f26XHiDyo";
+
+    #[test]
+    fn the_cursor_key_is_the_file_then_the_environment_then_the_peers_key() {
+        use hbidx_query::CursorKeySource::{Cluster, Configured, Process};
+        let plain = hbidx_schema::parse_config(hbidx_schema::EXAMPLE_CONFIG).unwrap();
+        let cursor = |config: &HbidxConfig, env: Option<&str>, peers: Option<&str>| {
+            cursor_seal(config, env, peers).unwrap()
+        };
+        // A single instance: its own key unless one is given, the peers' key unused.
+        assert_eq!(cursor(&plain, None, Some(PEERS_KEY)).source(), Process);
+        let from_env = cursor(&plain, Some(CURSOR_KEY), None);
+        assert_eq!(from_env.source(), Configured);
+        let sealed = from_env.seal("user", b"row");
+        assert_eq!(
+            cursor(&plain, Some(CURSOR_KEY), None)
+                .open("user", &sealed)
+                .unwrap(),
+            b"row"
+        );
+        // The file wins over the environment.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cursor.key");
+        std::fs::write(&path, format!("{CURSOR_KEY}\n")).unwrap();
+        let with_file = hbidx_schema::parse_config(&format!(
+            "{}\n[security]\ncursor_key_file = {:?}\n",
+            hbidx_schema::EXAMPLE_CONFIG,
+            path.display().to_string()
+        ))
+        .unwrap();
+        let from_file = cursor(&with_file, Some(PEERS_KEY), None);
+        assert_eq!(from_file.open("user", &sealed).unwrap(), b"row");
+        // A tier: derived from the peers' key, so every instance opens the others' cursors,
+        // and unrelated to a cursor key equal to it.
+        let tier =
+            hbidx_schema::parse_config(include_str!("../../deploy/config/hbidx-cluster.toml"))
+                .unwrap();
+        assert!(tier.cluster.is_some());
+        let one = cursor(&tier, None, Some(PEERS_KEY));
+        assert_eq!(one.source(), Cluster);
+        let sealed = one.seal("user", b"row");
+        let other = cursor(&tier, None, Some(PEERS_KEY));
+        assert_eq!(other.open("user", &sealed).unwrap(), b"row");
+        assert!(from_env.open("user", &sealed).is_err());
+        // A weak key is refused, never quoted.
+        let err = cursor_seal(&plain, Some("weak-cursor-key"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(CURSOR_KEY_ENV) && !err.contains("weak-cursor-key"),
+            "{err}"
+        );
+        let missing = hbidx_schema::parse_config(&format!(
+            "{}\n[security]\ncursor_key_file = \"/nonexistent/cursor.key\"\n",
+            hbidx_schema::EXAMPLE_CONFIG
+        ))
+        .unwrap();
+        assert!(cursor_seal(&missing, Some(CURSOR_KEY), None).is_err());
     }
 }

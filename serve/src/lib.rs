@@ -17,8 +17,8 @@ mod server;
 
 pub use http::{HttpServer, HttpThreads, allowed_cpus, default_threads, serve as serve_http};
 pub use keys::{
-    BLIND_KEY_ENV, CLI_KEY_ID, CLUSTER_KEY_ENV, CLUSTER_KEY_ID, arm_blind_fields, blind_key,
-    security_config, serve_auth,
+    BLIND_KEY_ENV, CLI_KEY_ID, CLUSTER_KEY_ENV, CLUSTER_KEY_ID, CURSOR_KEY_ENV, arm_blind_fields,
+    blind_key, cursor_seal, security_config, serve_auth, serve_cursors,
 };
 pub use server::{
     Indexers, Instance, OpenedRows, bind, gateway_options, open, open_rows, open_with_rows,

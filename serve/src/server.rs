@@ -258,6 +258,8 @@ pub fn open_with_rows(
     // their metric handles when they start, and a handle taken before the recorder exists
     // stays a no-op for good.
     let metrics = metrics_handle();
+    // Before any thread starts: a cursor key that can't be used stops the start here.
+    let cursors = crate::keys::serve_cursors(config)?;
     let OpenedRows { embedded, rows } = opened;
     let mut kafka = config.sources.clone();
     bound_prefetch(&config.memory, &mut kafka);
@@ -320,7 +322,8 @@ pub fn open_with_rows(
     });
     let mut state = AppState::new(row_store, tables)
         .with_reindexer(reindexer)
-        .with_auth(auth);
+        .with_auth(auth)
+        .with_cursors(cursors);
     if let Some(cluster) = &config.cluster {
         // The key this instance shows the others, with the `cluster` scope alone; `serve`
         // refuses to start without it (keys.rs). Never the client key (`HBIDX_API_KEY`).

@@ -16,6 +16,7 @@ use crate::{ApiError, SharedState};
 
 mod audit;
 mod batch;
+mod cursor;
 mod params;
 mod response;
 mod rows;
@@ -28,7 +29,8 @@ pub(crate) use rows::row_out;
 
 use audit::{count_condition, param_kinds, record_dropped, record_hits};
 use batch::batch_lookup_rows;
-use params::{encode_cursor, resolve_field};
+pub use cursor::{CursorKeySource, CursorSeal};
+use params::resolve_field;
 pub(crate) use rows::{answered_by_index, kept_rows};
 use rows::{fetch_columns, index_only_row, row_matches};
 
@@ -143,7 +145,7 @@ async fn lookup_rows(
 ) -> Result<RowsResponse, ApiError> {
     let started = Instant::now();
     let runtime = state.table(table_name)?;
-    let query = parse_rows_query(runtime, pairs, &state.limits)?;
+    let query = parse_rows_query(runtime, pairs, &state.limits, &state.cursors)?;
     state.counters.lookups.fetch_add(1, Ordering::Relaxed);
     for condition in &query.conditions {
         count_condition(state, table_name, condition);
@@ -169,7 +171,7 @@ async fn lookup_rows(
         }
     };
     let next_cursor = match (page.has_more, page.rowkeys.last()) {
-        (true, Some(last)) => Some(encode_cursor(last)),
+        (true, Some(last)) => Some(state.cursors.seal(table_name, last)),
         _ => None,
     };
     let table = &runtime.config;

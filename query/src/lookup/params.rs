@@ -1,8 +1,6 @@
 //! Reading a lookup's parameters: the query string of `GET .../rows` into conditions, limit,
 //! cursor, projection and consistency, and the field names both endpoints accept.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hbidx_indexer::{Condition, MatchMode};
 use hbidx_schema::config::{FieldKind, IndexedField, TableConfig};
 
@@ -52,16 +50,6 @@ pub(crate) fn parse_columns(
     Ok(columns)
 }
 
-pub(crate) fn encode_cursor(rowkey: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(rowkey)
-}
-
-fn decode_cursor(raw: &str) -> Result<Vec<u8>, ApiError> {
-    URL_SAFE_NO_PAD
-        .decode(raw)
-        .map_err(|_| ApiError::bad_request("cursor", "not a cursor returned by this service"))
-}
-
 pub(crate) struct RowsQuery {
     pub(crate) conditions: Vec<Condition>,
     pub(crate) limit: usize,
@@ -94,6 +82,7 @@ pub(crate) fn parse_rows_query(
     runtime: &TableRuntime,
     pairs: &[(String, String)],
     limits: &crate::Limits,
+    cursors: &super::CursorSeal,
 ) -> Result<RowsQuery, ApiError> {
     let table = &runtime.config;
     let mut mode = MatchMode::Exact;
@@ -128,7 +117,7 @@ pub(crate) fn parse_rows_query(
                         )
                     })?;
             }
-            "cursor" => cursor = Some(decode_cursor(value)?),
+            "cursor" => cursor = Some(cursors.open(&table.name, value)?),
             "columns" => columns = Some(parse_columns(table, "columns", value)?),
             "consistency" => consistency = Consistency::parse("consistency", value)?,
             "index_only" => index_only = parse_bool("index_only", value)?,

@@ -13,6 +13,9 @@
 //!
 //! `blind_key_file = "/run/secrets/hbidx-blind-key"` names the file holding the key of blind
 //! fields (`blind = true`); without it the key is the `HBIDX_BLIND_KEY` environment variable.
+//! `cursor_key_file = "/run/secrets/hbidx-cursor-key"` names the file holding the key paging
+//! cursors are sealed with, shared by every instance a client pages through (else
+//! `HBIDX_CURSOR_KEY`; on a sharded tier, derived from the peers' key; else one per process).
 //!
 //! Keys are kept as SHA-256 digests, never as themselves; why, and how presented keys are
 //! checked, is in the query crate's `auth` module, which enforces this section.
@@ -69,6 +72,7 @@ pub(crate) struct RawSecurity {
     rate_limit: Option<RawRateLimit>,
     refused_rate_limit: Option<RawRateLimit>,
     blind_key_file: Option<String>,
+    cursor_key_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -147,6 +151,9 @@ pub struct SecurityConfig {
     /// A file holding the key of blind fields (`blind = true`); without it the key is
     /// `HBIDX_BLIND_KEY`. Only the path: the serve layer reads the file.
     pub blind_key_file: Option<String>,
+    /// A file holding the key paging cursors are sealed with (a key of the form `hbidx keys
+    /// new` prints); without it `HBIDX_CURSOR_KEY`. Only the path, as for `blind_key_file`.
+    pub cursor_key_file: Option<String>,
 }
 
 /// `[security] refused_rate_limit` by default: 10 refused requests a second per client address,
@@ -164,6 +171,7 @@ impl Default for SecurityConfig {
             default_rate_limit: None,
             refused_rate_limit: DEFAULT_REFUSED_RATE_LIMIT,
             blind_key_file: None,
+            cursor_key_file: None,
         }
     }
 }
@@ -234,17 +242,23 @@ impl SecurityConfig {
                 rate_limit,
             });
         }
-        if raw.blind_key_file.as_deref().is_some_and(str::is_empty) {
-            return Err(ConfigError::invalid(
-                "security.blind_key_file",
-                "is empty; name the file holding the blind key, or leave the key out",
-            ));
+        for (key, path) in [
+            ("security.blind_key_file", &raw.blind_key_file),
+            ("security.cursor_key_file", &raw.cursor_key_file),
+        ] {
+            if path.as_deref().is_some_and(str::is_empty) {
+                return Err(ConfigError::invalid(
+                    key,
+                    "is empty; name the file holding the key, or leave the key out",
+                ));
+            }
         }
         Ok(Self {
             keys,
             default_rate_limit,
             refused_rate_limit,
             blind_key_file: raw.blind_key_file,
+            cursor_key_file: raw.cursor_key_file,
         })
     }
 
