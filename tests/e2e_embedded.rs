@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hbidx_demo::people::idcard_born as idcard;
 use serde_json::{Value, json};
-use util::{Server, delete, eventually, get, keys, post, put};
+use util::{Server, delete, eventually, get, keys, post, put, send};
 
 fn person(name: &str, phone: &str, id: &str) -> Value {
     json!({"cells": {"info:name": name, "info:phone": phone, "info:idcard": id, "info:city": "北京"}})
@@ -550,4 +550,104 @@ fn an_index_built_for_another_schema_is_rebuilt_from_the_store_at_start() {
         sorted(keys(&get(&format!("{rows}?city=北京")).1)),
         ["u1", "u3"]
     );
+}
+
+/// Lookups that walk many matches run off the HTTP threads: while 8 connections send
+/// one-character name-prefix lookups (thousands of matches each), `/healthz` and an exact phone
+/// lookup are answered far sooner than those lookups. Compared as ratios of medians measured
+/// side by side, so a slow or busy machine can't fail it; run inline on the HTTP threads, the
+/// probes wait behind the lookups and the ratio is about 1.
+#[test]
+fn broad_lookups_run_off_the_http_threads() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&["demo", "--rows", "100000"], dir.path(), &[]);
+    let broad =
+        server.url("/v1/tables/user/rows?name=%E5%BC%A0&match=prefix&limit=1000&index_only=true");
+    let (status, body) = get(&broad);
+    assert_eq!(
+        (status, body["count"].as_u64()),
+        (200, Some(1000)),
+        "{body}"
+    );
+    let (_, one) = get(&server.url("/v1/tables/user/rows?name=%E5%BC%A0&match=prefix&limit=1"));
+    let phone = one["rows"][0]["cells"]["info:phone"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stop = AtomicBool::new(false);
+    let median = |mut times: Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2]
+    };
+    let (broad_median, health_median, phone_median) = std::thread::scope(|scope| {
+        let flooders: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    let client = util::client();
+                    let mut times = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        let response = client.get(&broad).send().expect("lookup");
+                        assert_eq!(response.status(), 200);
+                        response.bytes().unwrap();
+                        times.push(started.elapsed());
+                    }
+                    times
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let client = util::client();
+        let (mut health, mut phones) = (Vec::new(), Vec::new());
+        for _ in 0..100 {
+            let started = Instant::now();
+            assert_eq!(
+                client.get(server.url("/healthz")).send().unwrap().status(),
+                200
+            );
+            health.push(started.elapsed());
+            let started = Instant::now();
+            let (status, body) = send(client.get(server.url(&format!(
+                "/v1/tables/user/rows?phone={phone}&index_only=true"
+            ))));
+            assert_eq!((status, body["count"].as_u64()), (200, Some(1)), "{body}");
+            phones.push(started.elapsed());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let broad: Vec<Duration> = flooders
+            .into_iter()
+            .flat_map(|f| f.join().unwrap())
+            .collect();
+        assert!(broad.len() >= 20, "{} broad lookups", broad.len());
+        (median(broad), median(health), median(phones))
+    });
+    eprintln!(
+        "medians: /healthz {health_median:?}, phone {phone_median:?}, broad {broad_median:?}"
+    );
+    assert!(
+        health_median * 5 < broad_median && phone_median * 5 < broad_median,
+        "/healthz median {health_median:?} and phone lookup median {phone_median:?} vs broad \
+         lookup median {broad_median:?}"
+    );
+    // One batch is bounded in rows as a whole: 1000 prefixes at 1000 rows each is refused,
+    // naming the parameter to lower.
+    let values: Vec<String> = (0..1000).map(|_| "张".to_string()).collect();
+    let (status, body) = post(
+        &server.url("/v1/tables/user/rows:batch-lookup"),
+        &json!({"field": "name", "match": "prefix", "values": values, "limit_per_value": 1000}),
+    );
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("limit_per_value")),
+        "{body}"
+    );
+    let (status, body) = post(
+        &server.url("/v1/tables/user/rows:batch-lookup"),
+        &json!({"field": "name", "match": "prefix", "values": ["张", "李"], "limit_per_value": 1000, "index_only": true}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["count"], 2000, "{body}");
 }

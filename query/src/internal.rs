@@ -46,7 +46,7 @@ pub(crate) async fn hits(
     let result = async {
         let runtime = state.table(&table_name)?;
         let query = parse_rows_query(runtime, &pairs, &state.limits, &state.cursors)?;
-        local_hits(runtime, &query).await
+        local_hits(&state, runtime, &query).await
     }
     .await;
     // Audited like a lookup: the hits can carry whole kept rows.
@@ -89,7 +89,9 @@ pub(crate) async fn batch_hits(
     let ApiJson(request) = request?;
     let runtime = state.table(&table_name)?;
     let plan = batch_plan(runtime, &request, &state.limits)?;
-    Ok(Json(local_batch_hits(runtime, &request, &plan).await?))
+    Ok(Json(
+        local_batch_hits(&state, runtime, &request, &plan).await?,
+    ))
 }
 
 /// Mutations another instance wrote to the store, for this shard's index: submitted to the

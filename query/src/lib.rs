@@ -19,6 +19,7 @@ mod cluster;
 mod error;
 mod extract;
 mod index_wait;
+mod index_work;
 mod internal;
 mod jobs;
 mod lookup;
@@ -72,6 +73,9 @@ pub struct Limits {
     pub default_page: usize,
     pub max_page: usize,
     pub max_batch_values: usize,
+    /// Rows one batch lookup may return in all: `values × limit_per_value` at most this, so a
+    /// batch's cost is bounded as a whole and not only per value.
+    pub max_batch_rows: usize,
     pub max_body_bytes: usize,
     pub index_wait: std::time::Duration,
     /// A request body must arrive within this (`[server] body_timeout_ms`).
@@ -84,6 +88,7 @@ impl Default for Limits {
             default_page: 20,
             max_page: 1000,
             max_batch_values: 1000,
+            max_batch_rows: 20_000,
             max_body_bytes: 1 << 20,
             index_wait: std::time::Duration::from_secs(10),
             body_timeout: hbidx_schema::config::DEFAULT_REQUEST_READ_TIMEOUT,
@@ -121,6 +126,8 @@ pub struct AppState {
     pub store_name: &'static str,
     /// The row store's last health check, which `/readyz` answers from.
     pub readiness: readiness::Readiness,
+    /// Slots of index work run off the HTTP runtimes (`index_work`).
+    pub(crate) index_permits: Arc<tokio::sync::Semaphore>,
     /// Bounds the read-repair tasks running at once.
     pub(crate) repair_permits: Arc<tokio::sync::Semaphore>,
     /// The API keys every route but the health checks requires. Empty by default: a state
@@ -162,6 +169,7 @@ impl AppState {
             store_has_feed: true,
             store_name: "embedded",
             readiness: readiness::Readiness::default(),
+            index_permits: index_work::permits(),
             repair_permits: read_repair::permits(),
             auth: auth::Auth::default(),
             metrics: None,

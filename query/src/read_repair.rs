@@ -71,11 +71,20 @@ async fn repair(state: &SharedState, table: &str, rowkeys: &[Vec<u8>]) -> Result
         .get_rows(table, rowkeys, Some(&columns))
         .await
         .map_err(|err| err.to_string())?;
-    for (rowkey, row) in rowkeys.iter().zip(rows) {
-        let indexed = runtime
-            .searcher
-            .committed_state(rowkey)
-            .map_err(|err| err.to_string())?;
+    // The index's states: a term probe per segment each, for up to a page of rows, on the
+    // blocking pool rather than the HTTP runtime this task was spawned on.
+    let searcher = runtime.searcher.clone();
+    let probed = rowkeys.to_vec();
+    let states = tokio::task::spawn_blocking(move || {
+        probed
+            .iter()
+            .map(|rowkey| searcher.committed_state(rowkey))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|err| err.to_string())?
+    .map_err(|err| err.to_string())?;
+    for ((rowkey, row), indexed) in rowkeys.iter().zip(rows).zip(states) {
         let Some(drift) = diff_row(&runtime.config, rowkey, indexed.as_ref(), row.as_ref()) else {
             continue;
         };

@@ -14,12 +14,11 @@ use crate::{ApiError, SharedState, TableRuntime};
 /// This instance's hits for a parsed lookup, with the kept rows when the answer comes from the
 /// index.
 pub(crate) async fn local_hits(
+    state: &SharedState,
     runtime: &TableRuntime,
     query: &RowsQuery,
 ) -> Result<ShardHits, ApiError> {
-    let page = runtime
-        .searcher
-        .lookup(&query.conditions, query.limit, query.cursor.as_deref())?;
+    let page = crate::lookup::index_page(state, runtime, query).await?;
     let from_index = !query.index_only
         && answered_by_index(
             &runtime.config,
@@ -41,13 +40,14 @@ pub(crate) async fn local_hits(
 
 /// This instance's hits for every value of a checked batch.
 pub(crate) async fn local_batch_hits(
+    state: &SharedState,
     runtime: &TableRuntime,
     request: &BatchLookupRequest,
     plan: &BatchPlan<'_>,
 ) -> Result<BatchShardHits, ApiError> {
     let with_kept = plan.answered_from_index(runtime, request) && !request.index_only;
     let mut values = Vec::with_capacity(request.values.len());
-    for rowkeys in local_batch_rowkeys(runtime, plan)? {
+    for rowkeys in local_batch_rowkeys(state, runtime, plan).await? {
         let Some(rowkeys) = rowkeys else {
             values.push(None);
             continue;

@@ -24,7 +24,7 @@ use hbidx_schema::config::KeyRange;
 use hbidx_store::Row;
 
 use crate::lookup::{BatchLookupRequest, RowsQuery};
-use crate::{ApiError, TableRuntime};
+use crate::{ApiError, SharedState, TableRuntime};
 
 /// A lookup's hits gathered from every shard.
 pub(crate) struct FannedHits {
@@ -39,6 +39,7 @@ pub(crate) struct FannedHits {
 /// The hits of a `GET .../rows` across the tier: the shards that can hold rows after the
 /// cursor, asked at once, concatenated in shard order and cut at the limit.
 pub(crate) async fn lookup_hits(
+    state: &SharedState,
     peers: &Peers,
     runtime: &TableRuntime,
     pairs: &[(String, String)],
@@ -55,7 +56,7 @@ pub(crate) async fn lookup_hits(
         .collect();
     let calls = shards.iter().map(|&shard| async move {
         let answer = if peers.is_own(shard) {
-            local_hits(runtime, query).await
+            local_hits(state, runtime, query).await
         } else {
             peers.hits(shard, table, pairs).await
         };
@@ -111,6 +112,7 @@ pub(crate) struct FannedBatch {
 
 /// The hits of a batch lookup across the tier: one call per shard with every value.
 pub(crate) async fn batch_hits_of(
+    state: &SharedState,
     peers: &Peers,
     runtime: &TableRuntime,
     request: &BatchLookupRequest,
@@ -121,7 +123,7 @@ pub(crate) async fn batch_hits_of(
     let table = &runtime.config.name;
     let calls = (0..peers.shard_count()).map(|shard| async move {
         let answer = if peers.is_own(shard) {
-            local_batch_hits(runtime, request, plan).await
+            local_batch_hits(state, runtime, request, plan).await
         } else {
             peers.batch_hits(shard, table, request).await
         };

@@ -80,6 +80,18 @@ pub(crate) fn plan<'a>(
             format!("must be from 1 to {}", limits.max_page),
         ));
     }
+    let rows = request.values.len().saturating_mul(per_value);
+    if rows > limits.max_batch_rows {
+        return Err(ApiError::bad_request(
+            "limit_per_value",
+            format!(
+                "a batch returns at most {} rows in all (values × limit_per_value), and {} values \
+                 × {per_value} is {rows}: lower limit_per_value or split the batch",
+                limits.max_batch_rows,
+                request.values.len()
+            ),
+        ));
+    }
     let projection = match &request.columns {
         Some(columns) => Some(parse_columns(table, "columns", &columns.join(","))?),
         None => None,
@@ -117,23 +129,29 @@ pub(crate) fn plan<'a>(
     })
 }
 
-/// This instance's own index hits for every value of a checked batch.
-pub(crate) fn local_hits(
+/// This instance's own index hits for every value of a checked batch, off the HTTP runtime
+/// (`index_work`): up to `max_batch_values` lookups, each possibly a walk of many matches.
+pub(crate) async fn local_hits(
+    state: &SharedState,
     runtime: &TableRuntime,
     plan: &BatchPlan<'_>,
 ) -> Result<Vec<Option<Vec<Vec<u8>>>>, ApiError> {
-    plan.conditions
-        .iter()
-        .map(|condition| match condition {
-            Ok(condition) => Ok(Some(
-                runtime
-                    .searcher
-                    .lookup(std::slice::from_ref(condition), plan.per_value, None)?
-                    .rowkeys,
-            )),
-            Err(_) => Ok(None),
-        })
-        .collect()
+    let searcher = runtime.searcher.clone();
+    let (conditions, per_value) = (plan.conditions.clone(), plan.per_value);
+    crate::index_work::run(state, move || {
+        conditions
+            .iter()
+            .map(|condition| match condition {
+                Ok(condition) => Ok(Some(
+                    searcher
+                        .lookup(std::slice::from_ref(condition), per_value, None)?
+                        .rowkeys,
+                )),
+                Err(_) => Ok(None),
+            })
+            .collect()
+    })
+    .await
 }
 
 pub(super) async fn batch_lookup_rows(
@@ -154,9 +172,10 @@ pub(super) async fn batch_lookup_rows(
     let mut kept_by_rowkey: Option<HashMap<Vec<u8>, Option<Row>>> = None;
     let mut missing_shards = None;
     let hits: Vec<Option<Vec<Vec<u8>>>> = match &state.peers {
-        None => local_hits(runtime, &plan)?,
+        None => local_hits(state, runtime, &plan).await?,
         Some(peers) => {
-            let fanned = crate::cluster::batch_hits_of(peers, runtime, &request, &plan).await?;
+            let fanned =
+                crate::cluster::batch_hits_of(state, peers, runtime, &request, &plan).await?;
             if request.partial {
                 missing_shards = Some(fanned.missing);
             }

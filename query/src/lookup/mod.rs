@@ -108,6 +108,28 @@ pub async fn post_rows(
     answer_lookup(&state, caller, &table_name, &pairs).await
 }
 
+/// This index's page for a parsed lookup: a point lookup inline (a term probe of microseconds),
+/// anything that may walk many matches off the HTTP runtime (`index_work`).
+pub(crate) async fn index_page(
+    state: &SharedState,
+    runtime: &crate::TableRuntime,
+    query: &RowsQuery,
+) -> Result<hbidx_indexer::LookupPage, ApiError> {
+    if crate::index_work::is_point_lookup(&query.conditions) {
+        return Ok(runtime.searcher.lookup(
+            &query.conditions,
+            query.limit,
+            query.cursor.as_deref(),
+        )?);
+    }
+    let searcher = runtime.searcher.clone();
+    let (conditions, limit, cursor) = (query.conditions.clone(), query.limit, query.cursor.clone());
+    crate::index_work::run(state, move || {
+        Ok(searcher.lookup(&conditions, limit, cursor.as_deref())?)
+    })
+    .await
+}
+
 /// One lookup, answered and audited: both forms of the single lookup.
 async fn answer_lookup(
     state: &SharedState,
@@ -150,19 +172,12 @@ async fn lookup_rows(
     for condition in &query.conditions {
         count_condition(state, table_name, condition);
     }
-    // A term lookup in a memory-mapped index takes microseconds: fine on the async runtime.
     // On a sharded tier the hits (and the kept rows of an answer from the index) come from
     // every shard instead.
     let (page, shard_kept, missing_shards) = match &state.peers {
-        None => (
-            runtime
-                .searcher
-                .lookup(&query.conditions, query.limit, query.cursor.as_deref())?,
-            None,
-            None,
-        ),
+        None => (index_page(state, runtime, &query).await?, None, None),
         Some(peers) => {
-            let fanned = crate::cluster::lookup_hits(peers, runtime, pairs, &query).await?;
+            let fanned = crate::cluster::lookup_hits(state, peers, runtime, pairs, &query).await?;
             (
                 fanned.page,
                 fanned.kept,
