@@ -1367,7 +1367,7 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
         "chaos: {} ops acknowledged ({} rows live at the end); compactions completed: {}",
         shared.ops.load(Ordering::Relaxed) + 1,
         oracle.rows,
-        log.matches("compacted the index into one segment").count()
+        log.matches("compacted segments into one").count()
     );
     shared.writes.print("write attempts");
     shared.lookups.print("lookups");

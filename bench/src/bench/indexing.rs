@@ -1,5 +1,5 @@
-//! Phases 1 to 4: loading the people into the store, indexing its change feed, the event →
-//! searchable latency, and the index and store sizes.
+//! Phases 1 to 4b: loading the people into the store, indexing its change feed, the event →
+//! searchable latency, the index and store sizes, and a trickle of writes.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use hbidx_demo::people::{PeopleGen, Person};
 use hbidx_demo::{DEMO_SEED, PersonColumns};
-use hbidx_indexer::{CHANGE_FEED, CommitPolicy};
+use hbidx_indexer::{CHANGE_FEED, CommitPolicy, IndexStats};
 use hbidx_schema::config::{HbidxConfig, TableConfig};
 
 use super::measure::{commit_summary, cpu_per_event, process_cpu_seconds};
@@ -217,8 +217,9 @@ pub(super) async fn searchable_latency(
     ))
 }
 
-/// Phase 4: the index size once it is down to one segment (or the idle compaction had its
-/// time), and the store's.
+/// Phase 4: the index size once the idle compaction (`CommitPolicy::compact_when_idle`) has
+/// merged what it merges — the segments stay the same for a while after the idle time — and
+/// the store's.
 pub(super) async fn sizes(
     runtime_table: &hbidx_query::TableRuntime,
     policy: &CommitPolicy,
@@ -227,13 +228,10 @@ pub(super) async fn sizes(
     report: &mut Vec<Row>,
 ) {
     let waited = Instant::now();
-    let mut stats = runtime_table.searcher.sizes();
-    if let Some(idle) = policy.compact_when_idle {
-        while stats.segments > 1 && waited.elapsed() < idle + Duration::from_secs(600) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            stats = runtime_table.searcher.sizes();
-        }
-    }
+    let stats = match policy.compact_when_idle {
+        Some(_) => settled(runtime_table, policy).await,
+        None => runtime_table.searcher.sizes(),
+    };
     report.push(index_size_row(
         &stats,
         format!(
@@ -242,6 +240,88 @@ pub(super) async fn sizes(
         ),
     ));
     report.push(store_size_row(data_dir, rows));
+}
+
+/// The index's sizes once the idle compaction has nothing left to merge and none is merging:
+/// down to one segment, or to the few it keeps apart. At most 10 minutes.
+async fn settled(runtime_table: &hbidx_query::TableRuntime, policy: &CommitPolicy) -> IndexStats {
+    let started = Instant::now();
+    let busy = || {
+        runtime_table
+            .stats
+            .compacting
+            .load(std::sync::atomic::Ordering::Relaxed)
+            || runtime_table
+                .searcher
+                .compaction_pending(policy.compact_max_docs)
+    };
+    while busy() && started.elapsed() < Duration::from_secs(600) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    runtime_table.searcher.sizes()
+}
+
+/// Bytes this process has written to storage (Linux `/proc/self/io`, `write_bytes`).
+fn written_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("write_bytes:"))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// Phase 4b: a trickle, a quiet table's normal life: bursts of `TRICKLE_BURST` new rows at
+/// 200/s, each followed by a quiet spell that ends in the idle compaction (the bench's policy
+/// lets them run 10 s apart). What the process spends on it per written row — CPU, and bytes
+/// written to disk (store, feed, index, merges) — is the cost of index maintenance in steady
+/// state, which must not grow with the table.
+pub(super) async fn trickle(
+    args: &BenchArgs,
+    instance: &hbidx_serve::Instance,
+    runtime_table: &hbidx_query::TableRuntime,
+    policy: &CommitPolicy,
+    table: &TableConfig,
+    columns: &PersonColumns,
+) -> Result<Row> {
+    const TRICKLE_BURST: usize = 100;
+    const TRICKLE_BURSTS: usize = 5;
+    let idle = policy.compact_when_idle.unwrap_or(Duration::from_secs(3));
+    let mut people = PeopleGen::new(DEMO_SEED ^ 0x7e1c)
+        .skip(args.rows + args.latency_writes)
+        .take(TRICKLE_BURST * TRICKLE_BURSTS);
+    let (cpu_before, written_before) = (process_cpu_seconds(), written_bytes());
+    let started = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_millis(5));
+    for _ in 0..TRICKLE_BURSTS {
+        for person in people.by_ref().take(TRICKLE_BURST) {
+            ticker.tick().await;
+            let mutation = columns.mutation(table, &person, now_ms())?;
+            instance.embedded()?.mutate_sync(vec![mutation])?;
+        }
+        // The quiet spell, until the compaction it starts has finished.
+        tokio::time::sleep(idle).await;
+        settled(runtime_table, policy).await;
+    }
+    let events = (TRICKLE_BURST * TRICKLE_BURSTS) as u64;
+    let cpu = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
+    let (cpu_text, micros) = cpu_per_event(cpu, events);
+    let per_event = written_bytes()
+        .zip(written_before)
+        .map_or(f64::NAN, |(after, before)| {
+            after.saturating_sub(before) as f64 / events as f64 / 1024.0
+        });
+    let stats = runtime_table.searcher.sizes();
+    Ok(Row::new(
+        "trickle (bursts, idle compaction after each)",
+        format!(
+            "{TRICKLE_BURSTS} bursts of {TRICKLE_BURST} rows in {:.1}s: {per_event:.1} KiB written/row{cpu_text}, {} segments after",
+            started.elapsed().as_secs_f64(),
+            stats.segments
+        ),
+    )
+    .value(per_event, "KiB/row")
+    .also("CPU", micros, "µs/row"))
 }
 
 pub(super) fn index_size_row(stats: &hbidx_indexer::IndexStats, note: String) -> Row {

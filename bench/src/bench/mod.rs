@@ -152,7 +152,12 @@ pub async fn run(
 
     // Phase 2: index the whole feed.
     let (api_key, security) = http::bench_key()?;
-    let policy = CommitPolicy::default();
+    // Compactions 10 s apart instead of 5 minutes, so that the trickle (phase 4b) sees one
+    // after each burst.
+    let policy = CommitPolicy {
+        compact_min_interval: std::time::Duration::from_secs(10),
+        ..CommitPolicy::default()
+    };
     let instance = indexing::index_feed(
         &args,
         &config,
@@ -190,6 +195,9 @@ pub async fn run(
     // has merged the segments: the lookups below measure a read-mostly index in its steady
     // state, not the segments a bulk load happens to leave behind.
     indexing::sizes(&runtime_table, &policy, &data_dir, rows, &mut report).await;
+    report.push(
+        indexing::trickle(&args, &instance, &runtime_table, &policy, &table, &columns).await?,
+    );
 
     // Phase 5: HTTP lookups with wrk, against the service as `serve` runs it: with the
     // dashboard sampler, which is also what drains the metrics' histogram samples into their

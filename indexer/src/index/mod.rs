@@ -43,7 +43,7 @@ pub use rowkey_cache::{DEFAULT_ROWKEY_CACHE_BYTES, RowkeyCacheStats};
 pub use scan::{CoveredSize, LiveRowkeys, RowsPage};
 pub use searcher::{LookupPage, TableSearcher};
 pub use stats::IndexStats;
-pub use writer::{ApplyOutcome, TableIndexWriter, writer_heap_reserved};
+pub use writer::{ApplyOutcome, CompactionScope, TableIndexWriter, writer_heap_reserved};
 
 use schema::build_schema;
 use writer::HeapReservation;

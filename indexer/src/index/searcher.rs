@@ -339,6 +339,23 @@ impl TableSearcher {
         Ok(LookupPage { rowkeys, has_more })
     }
 
+    /// Whether the idle compaction has work here: recent segments it would merge
+    /// ([`CompactionScope::Recent`](super::CompactionScope::Recent)) of at most `max_docs`
+    /// documents, as of the last reload.
+    pub fn compaction_pending(&self, max_docs: u64) -> bool {
+        let searcher = self.reader().searcher();
+        let sizes: Vec<super::writer::SegmentSize> = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| super::writer::SegmentSize {
+                id: segment.segment_id(),
+                docs: segment.max_doc(),
+                live: segment.num_docs(),
+            })
+            .collect();
+        super::writer::recent_segments(&sizes, max_docs).len() >= 2
+    }
+
     /// How many segments have a rowkey filter, and their bytes.
     pub fn rowkey_filter_stats(&self) -> crate::filters::FilterStats {
         self.rowkey_filters.stats()

@@ -169,7 +169,7 @@ fn rowkey_filters_find_every_row_and_skip_segments_without_it() {
         let stats = searcher.stats();
         assert_eq!((stats.rows, stats.docs), (200, 200), "inline: {inline}");
         // Merged into one segment, the four filters give way to the merged segment's.
-        assert!(writer.compact(u64::MAX).unwrap());
+        assert!(writer.compact(u64::MAX, CompactionScope::Whole).unwrap());
         while searcher.stats().segments > 1 {
             assert!(std::time::Instant::now() < deadline);
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -251,7 +251,7 @@ fn the_writer_counts_live_rows_as_it_goes_and_measures_only_changed_segments() {
     assert_eq!(searcher.stats().rows, 5);
     // Compacted into one segment, the merged-away ones are forgotten, and the size is the
     // real one again.
-    assert!(writer.compact(u64::MAX).unwrap());
+    assert!(writer.compact(u64::MAX, CompactionScope::Whole).unwrap());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while writer.stats().segments > 1 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -268,4 +268,64 @@ fn the_writer_counts_live_rows_as_it_goes_and_measures_only_changed_segments() {
     drop(writer);
     let (writer, _) = open_table_index(dir.path(), table.clone(), &options).unwrap();
     assert_eq!(writer.stats().rows, 1);
+}
+
+/// The idle compaction of a big segment and a few small ones merges the small ones and leaves
+/// the big one as it is (the same segment, not rewritten), with every row still found.
+#[test]
+fn a_recent_compaction_leaves_the_big_segment_alone() {
+    let (_dir, table, mut writer, searcher) = user_index();
+    let mut offset = 0;
+    let mut put = |writer: &mut TableIndexWriter, key: String| {
+        offset += 1;
+        let event = mutation(&table, &key, offset, Some("张三"));
+        writer.apply(&event, "t", 0, offset).unwrap();
+    };
+    for i in 0..400 {
+        put(&mut writer, format!("big-{i}"));
+    }
+    writer.commit().unwrap();
+    let segment_ids = |_: &TableIndexWriter| -> Vec<tantivy::index::SegmentId> {
+        searcher
+            .reader()
+            .searcher()
+            .segment_readers()
+            .iter()
+            .map(|segment| segment.segment_id())
+            .collect()
+    };
+    let big = segment_ids(&writer);
+    assert_eq!(big.len(), 1);
+    for small in 0..3 {
+        for i in 0..5 {
+            put(&mut writer, format!("small-{small}-{i}"));
+        }
+        writer.commit().unwrap();
+    }
+    assert_eq!(segment_ids(&writer).len(), 4);
+    assert!(writer.compact(u64::MAX, CompactionScope::Recent).unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while segment_ids(&writer).len() > 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the small segments merge"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let after = segment_ids(&writer);
+    assert_eq!(after.len(), 2);
+    assert!(after.contains(&big[0]), "the big segment is untouched");
+    assert_eq!(writer.stats().rows, 415);
+    let rowkey = table.rowkey.encode("small-2-4").unwrap();
+    assert!(searcher.committed_state(&rowkey).unwrap().is_some());
+    // Nothing recent left to merge: one small segment beside the big one.
+    assert!(!writer.compact(u64::MAX, CompactionScope::Recent).unwrap());
+    // The merge's waiter thread counts it done after reloading the reader.
+    while writer.compacting() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the compaction is counted done"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -74,6 +74,10 @@ pub struct TableIndexWriter {
     rows_delta: i64,
     /// The rowkeys this instance indexes (its shard of the table); `None`: all of them.
     own_range: Option<KeyRange>,
+    /// Compactions tantivy refused after they started ([`TableIndexWriter::compact`]).
+    compactions_skipped: Arc<std::sync::atomic::AtomicU64>,
+    /// Compactions merging now.
+    compactions_running: Arc<std::sync::atomic::AtomicUsize>,
     _heap: HeapReservation,
 }
 
@@ -126,6 +130,8 @@ impl TableIndexWriter {
             rows,
             rows_delta: 0,
             own_range: None,
+            compactions_skipped: Arc::default(),
+            compactions_running: Arc::default(),
             _heap: heap,
         }
     }
@@ -380,18 +386,44 @@ impl TableIndexWriter {
         Ok(self.checkpoint.clone())
     }
 
-    /// Starts merging every searchable segment into one, if there are several and at most
-    /// `max_docs` documents; returns whether a merge started. The merge runs in tantivy's merge
-    /// threads and commits on its own (the checkpoint is untouched: a merge changes no
-    /// document); a thread waits for it and reloads the reader, so lookups switch to the
-    /// merged segment as soon as it exists. Deleted documents are dropped on the way.
-    pub fn compact(&mut self, max_docs: u64) -> Result<bool> {
+    /// Starts merging searchable segments (all of them, or the recent ones: see
+    /// [`CompactionScope`]) of at most `max_docs` documents in all; returns whether a merge
+    /// started. The merge runs in tantivy's merge threads and commits on its own (the
+    /// checkpoint is untouched: a merge changes no document); a thread waits for it and reloads
+    /// the reader, so lookups switch to the merged segment as soon as it exists. Deleted
+    /// documents are dropped on the way. A merge tantivy refuses (its merge policy holds one of
+    /// the segments) is counted in [`TableIndexWriter::compactions_skipped`].
+    pub fn compact(&mut self, max_docs: u64, scope: CompactionScope) -> Result<bool> {
         let metas = self.writer.index().searchable_segment_metas()?;
-        let docs: u64 = metas.iter().map(|meta| u64::from(meta.max_doc())).sum();
-        if metas.len() < 2 || docs > max_docs {
+        let sizes: Vec<SegmentSize> = metas
+            .iter()
+            .map(|meta| SegmentSize {
+                id: meta.id(),
+                docs: meta.max_doc(),
+                live: meta.num_docs(),
+            })
+            .collect();
+        let ids = match scope {
+            CompactionScope::Whole => {
+                let docs: u64 = sizes.iter().map(|s| u64::from(s.docs)).sum();
+                if docs > max_docs {
+                    return Ok(false);
+                }
+                sizes.iter().map(|s| s.id).collect()
+            }
+            CompactionScope::Recent => recent_segments(&sizes, max_docs),
+        };
+        if ids.len() < 2 {
             return Ok(false);
         }
-        let ids: Vec<SegmentId> = metas.iter().map(|meta| meta.id()).collect();
+        let docs: u64 = sizes
+            .iter()
+            .filter(|s| ids.contains(&s.id))
+            .map(|s| u64::from(s.docs))
+            .sum();
+        let skipped = self.compactions_skipped.clone();
+        let running = self.compactions_running.clone();
+        running.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let merge = self.writer.merge(&ids);
         let reader = self.searcher.reader();
         let table = self.table.name.clone();
@@ -410,18 +442,34 @@ impl TableIndexWriter {
                             segments,
                             docs,
                             secs = started.elapsed().as_secs_f64(),
-                            "compacted the index into one segment"
+                            "compacted segments into one"
                         );
                     }
                     // A segment the merge policy was already merging, or a writer shutting
-                    // down: nothing is lost, a later idle period tries again.
+                    // down: nothing is lost, and the indexer loop tries again.
                     Err(err) => {
+                        skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         tracing::info!(table = %table, error = %err, "compaction skipped")
                     }
                 }
+                running.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             })
             .map_err(|err| IndexerError::Tantivy(tantivy::TantivyError::from(err)))?;
         Ok(true)
+    }
+
+    /// Compactions started and then refused by tantivy, since this writer opened: the indexer
+    /// loop compares it across an attempt to try again instead of waiting for the next change.
+    pub fn compactions_skipped(&self) -> u64 {
+        self.compactions_skipped
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a compaction this writer started is still merging.
+    pub fn compacting(&self) -> bool {
+        self.compactions_running
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
     }
 
     /// Waits for merges in flight (an idle compaction, the merge policy's), so that nobody
@@ -442,5 +490,120 @@ impl TableIndexWriter {
         self.rows_delta = -i64::try_from(self.rows).unwrap_or(i64::MAX);
         self.commit()?;
         Ok(())
+    }
+}
+
+/// Which segments [`TableIndexWriter::compact`] merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionScope {
+    /// Every segment, into one.
+    Whole,
+    /// The recent ones ([`recent_segments`]): what an idle table's compaction merges.
+    Recent,
+}
+
+/// A segment's documents: all of them (what a merge reads and writes) and the live ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentSize {
+    pub id: SegmentId,
+    pub docs: u32,
+    pub live: u32,
+}
+
+/// How many times the live documents of all smaller segments a segment may hold and still be
+/// merged with them. Segments left apart grow at least this factor from one to the next, so a
+/// quiet index keeps at most log₄(rows) + 1 segments (~12 at 10M rows), and a merge writes at
+/// most 5× the documents written since the bigger segments were made.
+pub(crate) const RECENT_RATIO: u64 = 4;
+
+/// The segments an idle compaction merges: the smallest ones, up to the biggest segment whose
+/// live documents are at most [`RECENT_RATIO`] times those of all smaller segments together,
+/// and at most `max_docs` documents in all. A few changes to a big index merge the few small
+/// segments they made, never the big one: the work is at most `RECENT_RATIO + 1` times what
+/// was written since the bigger segments were made, whatever the table's size (merging
+/// everything after each quiet spell rewrote a 10M-row index, ~1.2 GB, for a handful of
+/// writes). The segments left apart grow at least that factor from one to the next. After a
+/// bulk load, whose big segments are of similar sizes, it merges them all.
+pub(crate) fn recent_segments(sizes: &[SegmentSize], max_docs: u64) -> Vec<SegmentId> {
+    let mut by_size: Vec<&SegmentSize> = sizes.iter().collect();
+    by_size.sort_by_key(|s| (s.live, s.docs));
+    let (mut live, mut docs, mut take) = (0u64, 0u64, 0usize);
+    for (at, segment) in by_size.iter().enumerate() {
+        docs += u64::from(segment.docs);
+        if docs > max_docs {
+            break;
+        }
+        if at == 0 || u64::from(segment.live) <= RECENT_RATIO * live {
+            take = at + 1;
+        }
+        live += u64::from(segment.live);
+    }
+    by_size[..take].iter().map(|s| s.id).collect()
+}
+
+#[cfg(test)]
+mod compaction_tests {
+    use super::*;
+
+    fn sizes(live: &[u32]) -> Vec<SegmentSize> {
+        live.iter()
+            .map(|&n| SegmentSize {
+                id: SegmentId::generate_random(),
+                docs: n,
+                live: n,
+            })
+            .collect()
+    }
+
+    fn taken(sizes: &[SegmentSize], max_docs: u64) -> Vec<u32> {
+        let ids = recent_segments(sizes, max_docs);
+        let mut docs: Vec<u32> = sizes
+            .iter()
+            .filter(|s| ids.contains(&s.id))
+            .map(|s| s.docs)
+            .collect();
+        docs.sort_unstable();
+        docs
+    }
+
+    #[test]
+    fn a_few_changes_merge_the_small_segments_never_the_big_one() {
+        // A 10M-row index after a trickle: the trickle's segments merge, the big one stays.
+        assert_eq!(
+            taken(&sizes(&[10_000_000, 3, 2, 4, 1]), u64::MAX),
+            vec![1, 2, 3, 4]
+        );
+        // The merged result and new small ones: the ladder is kept, each step ≥ 4× the rest.
+        assert_eq!(
+            taken(&sizes(&[10_000_000, 10, 2, 1]), u64::MAX),
+            vec![1, 2, 10]
+        );
+        assert_eq!(taken(&sizes(&[10_000_000, 40, 2, 1]), u64::MAX), vec![1, 2]);
+        assert_eq!(
+            taken(&sizes(&[10_000_000, 10, 2, 1, 1]), u64::MAX),
+            vec![1, 1, 2, 10]
+        );
+        // Once the small ones add up to a quarter of the big one, it merges with them.
+        assert_eq!(
+            taken(&sizes(&[10_000_000, 2_000_000, 500_000]), u64::MAX),
+            vec![500_000, 2_000_000, 10_000_000]
+        );
+    }
+
+    #[test]
+    fn a_bulk_load_merges_whole_and_the_cap_holds() {
+        let load = sizes(&[2_500_000, 2_400_000, 2_600_000, 900_000, 100_000, 20_000]);
+        assert_eq!(taken(&load, u64::MAX).len(), 6);
+        // At most max_docs documents in one merge: the smallest first.
+        assert_eq!(
+            taken(&load, 5_000_000),
+            vec![20_000, 100_000, 900_000, 2_400_000]
+        );
+        // Deleted documents count as what the merge reads, not as live weight: a big segment
+        // mostly updated away merges like the small one it has become.
+        let mut updated = sizes(&[1_000_000, 1_000]);
+        updated[0].live = 2_000;
+        assert_eq!(taken(&updated, u64::MAX), vec![1_000, 1_000_000]);
+        assert!(recent_segments(&sizes(&[7]), u64::MAX).len() < 2);
     }
 }

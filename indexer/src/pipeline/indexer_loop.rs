@@ -10,7 +10,7 @@ use hbidx_schema::model::{ChangeEvent, Mutation};
 use tokio::sync::watch;
 
 use crate::checkpoint::Checkpoint;
-use crate::index::TableIndexWriter;
+use crate::index::{CompactionScope, TableIndexWriter};
 use crate::source::Source;
 
 use super::report::{IndexerMetrics, refresh_index_stats, update_partitions};
@@ -40,6 +40,9 @@ pub(super) struct IndexerLoop<'a> {
     /// the generation check at each report.
     stats_generation: u64,
     schedule: CommitSchedule,
+    /// The writer's count of refused compactions when the last compaction started; `None`
+    /// once its outcome is known (or before any).
+    compaction_skips: Option<u64>,
     /// The wait after a failed poll; a successful poll resets it.
     poll_backoff: Duration,
     /// The wait after a failed apply or commit (each rolls back); only a successful commit
@@ -88,6 +91,7 @@ impl<'a> IndexerLoop<'a> {
             source_name,
             stats_generation,
             schedule: CommitSchedule::new(Instant::now()),
+            compaction_skips: None,
             poll_backoff: INITIAL_BACKOFF,
             index_backoff: INITIAL_BACKOFF,
             applied_ticket: 0,
@@ -381,12 +385,29 @@ impl<'a> IndexerLoop<'a> {
     }
 
     fn compact_if_idle(&mut self) {
+        self.stats
+            .compacting
+            .store(self.writer.compacting(), Ordering::Relaxed);
+        // The last compaction's merge refused since it started: tried again soon.
+        if let Some(before) = self.compaction_skips
+            && self.writer.compactions_skipped() > before
+        {
+            self.compaction_skips = None;
+            self.schedule.compaction_refused(Instant::now());
+        }
         if !self.schedule.compact_due(self.policy, Instant::now()) {
             return;
         }
         self.schedule.compaction_tried();
-        match self.writer.compact(self.policy.compact_max_docs) {
-            Ok(true) => self.schedule.compaction_started(Instant::now()),
+        match self
+            .writer
+            .compact(self.policy.compact_max_docs, CompactionScope::Recent)
+        {
+            Ok(true) => {
+                self.compaction_skips = Some(self.writer.compactions_skipped());
+                self.schedule
+                    .compaction_started(self.policy, Instant::now());
+            }
             Ok(false) => {}
             Err(err) => {
                 tracing::warn!(table = %self.table, error = %err, "compaction not started")

@@ -36,19 +36,20 @@ pub struct CommitPolicy {
     pub catch_up_delay: Duration,
     /// Events taken from the source per poll.
     pub poll_batch: usize,
-    /// When the table has had no events for this long, merge its segments into one
-    /// ([`TableIndexWriter::compact`]); `None` leaves merging to tantivy's merge policy alone.
+    /// When the table has had no events for this long, merge its recent segments
+    /// ([`TableIndexWriter::compact`] with [`CompactionScope::Recent`](crate::index::CompactionScope::Recent): the small segments made
+    /// since the bigger ones, never a big one for a few changes); `None` leaves merging to
+    /// tantivy's merge policy alone.
     /// Every lookup probes every segment, and tantivy's log merge policy leaves up to ~8
     /// segments per size level, so a read-mostly index answers faster once compacted (a phone
     /// lookup on 100k rows: ~7% less CPU going from 4 segments to 1). This is HBase's major
     /// compaction, done when the table is quiet instead of on a timer.
     pub compact_when_idle: Option<Duration>,
-    /// …at most this often, since a compaction rewrites the whole index…
+    /// …at most this often…
     pub compact_min_interval: Duration,
-    /// …and only while the index has at most this many documents (~3 GB at ~130 bytes a row);
-    /// bigger indexes stay with the merge policy's incremental merges. Below it, a quiet table
-    /// of any size ends up in one segment, so a lookup costs the same at 10M rows as at 100k
-    /// instead of probing the twenty-odd segments a log merge policy leaves.
+    /// …and at most this many documents in one merge (~3 GB at ~130 bytes a row). A quiet
+    /// table keeps a few segments, each several times the ones after it (about a dozen at 10M
+    /// rows instead of the twenty-odd a log merge policy leaves), so lookups probe few.
     pub compact_max_docs: u64,
 }
 
@@ -117,6 +118,9 @@ pub struct IndexerStats {
     /// Applies and commits that failed for lack of space, ever: a write waiting to be indexed
     /// sees from it that an attempt since it was stored failed too.
     pub storage_full_failures: AtomicU64,
+    /// An idle compaction started by this table's indexer is merging (refreshed by the indexer
+    /// thread at each step): `hbidx bench` waits for it before measuring.
+    pub compacting: std::sync::atomic::AtomicBool,
 }
 
 /// Handle on a running indexer thread.

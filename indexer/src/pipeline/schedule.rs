@@ -9,6 +9,10 @@ use super::CommitPolicy;
 /// How long a poll may block while nothing is waiting to be committed.
 const IDLE_POLL_WAIT: Duration = Duration::from_millis(200);
 
+/// How soon a compaction tantivy refused (its merge policy was merging one of the segments) is
+/// tried again, quiet table permitting.
+pub(super) const COMPACTION_RETRY: Duration = Duration::from_secs(10);
+
 /// How often the partitions' lag and the index counts are refreshed between commits.
 const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -26,8 +30,9 @@ pub(super) struct CommitSchedule {
     /// When the table last changed. It starts as the loop's start, so an index opened with
     /// several segments is compacted once it has been idle, like any other.
     changed_at: Instant,
-    /// When the last compaction that actually started was started.
-    compacted_at: Option<Instant>,
+    /// The earliest time of the next compaction: the minimum interval after the last one that
+    /// started, or [`COMPACTION_RETRY`] after one tantivy refused.
+    next_compaction: Option<Instant>,
     /// A compaction was tried since the last change (whether or not one started).
     compacted_since_change: bool,
 }
@@ -40,7 +45,7 @@ impl CommitSchedule {
             behind: false,
             reported_at: None,
             changed_at: now,
-            compacted_at: None,
+            next_compaction: None,
             compacted_since_change: false,
         }
     }
@@ -127,15 +132,14 @@ impl CommitSchedule {
 
     /// Whether to try compacting the index at `now`: compaction is on, nothing is pending, the
     /// table has been quiet for the idle time, it was not tried since the last change, and the
-    /// last compaction that started is at least the minimum interval ago.
+    /// last compaction that started is at least the minimum interval ago (or the retry time
+    /// after a refused one has come).
     pub(super) fn compact_due(&self, policy: &CommitPolicy, now: Instant) -> bool {
         policy.compact_when_idle.is_some_and(|idle| {
             !self.pending
                 && !self.compacted_since_change
                 && now.saturating_duration_since(self.changed_at) >= idle
-                && self.compacted_at.is_none_or(|at| {
-                    now.saturating_duration_since(at) >= policy.compact_min_interval
-                })
+                && self.next_compaction.is_none_or(|at| now >= at)
         })
     }
 
@@ -145,8 +149,16 @@ impl CommitSchedule {
     }
 
     /// A compaction started at `now`, which the minimum interval counts from.
-    pub(super) fn compaction_started(&mut self, now: Instant) {
-        self.compacted_at = Some(now);
+    pub(super) fn compaction_started(&mut self, policy: &CommitPolicy, now: Instant) {
+        self.next_compaction = Some(now + policy.compact_min_interval);
+    }
+
+    /// The compaction that started was refused by tantivy (noticed at `now`): try again after
+    /// [`COMPACTION_RETRY`] without waiting for a change, so a refused attempt after a load
+    /// doesn't leave the index in many segments for as long as the table stays quiet.
+    pub(super) fn compaction_refused(&mut self, now: Instant) {
+        self.compacted_since_change = false;
+        self.next_compaction = Some(now + COMPACTION_RETRY);
     }
 }
 
@@ -340,12 +352,28 @@ mod tests {
         let mut schedule = CommitSchedule::new(t0);
         let started = t0 + ms(3_000);
         schedule.compaction_tried();
-        schedule.compaction_started(started);
+        schedule.compaction_started(&policy, started);
         schedule.changed(started + ms(1_000));
         schedule.committed();
         let quiet = started + ms(4_000);
         assert!(!schedule.compact_due(&policy, quiet));
         assert!(!schedule.compact_due(&policy, started + ms(299_999)));
         assert!(schedule.compact_due(&policy, started + policy.compact_min_interval));
+    }
+
+    #[test]
+    fn a_refused_compaction_is_tried_again_without_a_change() {
+        let policy = policy();
+        let t0 = Instant::now();
+        let mut schedule = CommitSchedule::new(t0);
+        let started = t0 + ms(3_000);
+        schedule.compaction_tried();
+        schedule.compaction_started(&policy, started);
+        assert!(!schedule.compact_due(&policy, started + ms(1_000)));
+        // Refused: not before the retry time, then again, with no change in between.
+        let refused = started + ms(500);
+        schedule.compaction_refused(refused);
+        assert!(!schedule.compact_due(&policy, refused + COMPACTION_RETRY - ms(1)));
+        assert!(schedule.compact_due(&policy, refused + COMPACTION_RETRY));
     }
 }
