@@ -1017,7 +1017,8 @@ fn index_hits(
     values: &[String],
 ) -> Vec<BTreeSet<String>> {
     let mut out = Vec::with_capacity(values.len());
-    for chunk in values.chunks(500) {
+    // 20 values × 1000 rows: a batch returns at most 20,000 rows in all.
+    for chunk in values.chunks(20) {
         let response = client
             .post(sidecar.url(&format!("/v1/tables/{TABLE}/rows:batch-lookup")))
             .json(&json!({"field": field, "values": chunk, "index_only": true, "limit_per_value": 1000}))
