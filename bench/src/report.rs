@@ -69,6 +69,17 @@ impl Row {
         .also("p99", p99, "ms")
     }
 
+    /// The row's first number (a wrk row's req/s), if it has one.
+    pub fn first_value(&self) -> Option<f64> {
+        self.metrics.first().map(|metric| metric.value)
+    }
+
+    /// The row with `note` appended to its human cell.
+    pub fn with_note(mut self, note: impl AsRef<str>) -> Self {
+        self.text.push_str(note.as_ref());
+        self
+    }
+
     /// Adds a number measured under the row's label with `what` appended (`label, what`).
     pub fn also(self, what: &str, value: f64, unit: &'static str) -> Self {
         let measure = format!("{}, {what}", self.label);

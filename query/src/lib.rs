@@ -239,6 +239,12 @@ impl AppState {
 pub type SharedState = Arc<AppState>;
 
 pub fn app(state: SharedState) -> Router {
+    app_with(state, Router::new())
+}
+
+/// [`app`] with `extra` routes served behind the same front (authentication, the HTTP metrics):
+/// `hbidx bench`'s HTTP floor, a fixed answer from memory through the same stack.
+pub fn app_with(state: SharedState, extra: Router<SharedState>) -> Router {
     // Counters that may stay at 0 for a long time are exported at 0 from the start, so
     // `rate()` works and dashboards show "none" rather than "no data".
     for table in state.tables.keys() {
@@ -251,6 +257,7 @@ pub fn app(state: SharedState) -> Router {
     }
     let (router, _) = routes(state.limits.max_body_bytes).split_for_parts();
     router
+        .merge(extra)
         // Every route and the fallback (so an unknown path still needs a key); it sees the
         // route's `MatchedPath`, since `Router::layer` wraps each route after matching.
         .layer(middleware::from_fn_with_state(state.clone(), front))

@@ -165,3 +165,31 @@ async fn body_routes_refuse_a_body_over_the_configured_limit() {
         assert!(text.contains("payload_too_large"), "{method} {uri}: {text}");
     }
 }
+
+/// Routes added with `app_with` (the bench's HTTP floor) pass the same front: a key is
+/// required, and the request is counted under the route's template.
+#[tokio::test]
+async fn extra_routes_pass_the_same_front() {
+    let recorder = prometheus_builder().unwrap().build_recorder();
+    let handle = recorder.handle();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let dir = tempfile::tempdir().unwrap();
+    let state = Arc::new(state(dir.path()).await.with_metrics(handle));
+    let extra = axum::Router::new().route(
+        "/bench/floor/{table}/rows",
+        axum::routing::get(|| async { "fixed" }),
+    );
+    let router = hbidx_query::app_with(state, extra);
+    let (status, body) = call(&router, "/bench/floor/user/rows?phone=1").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "fixed"));
+    let without_key = Request::get("/bench/floor/user/rows")
+        .body(Body::empty())
+        .unwrap();
+    let (status, _) = send(&router, without_key).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, text) = call(&router, "/metrics").await;
+    assert!(
+        text.contains("route=\"/bench/floor/{table}/rows\",method=\"GET\",status=\"2xx\"} 1"),
+        "{text}"
+    );
+}

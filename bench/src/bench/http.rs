@@ -28,12 +28,35 @@ impl BenchServer {
         state: hbidx_query::SharedState,
         http_threads: hbidx_serve::HttpThreads,
     ) -> Result<Self> {
+        Self::start_app(hbidx_query::app(state), http_threads).await
+    }
+
+    /// The HTTP floor: the service's HTTP stack (its threads, authentication and metrics) with
+    /// one more route, `GET /bench/floor/{table}/rows`, answering a fixed one-row lookup answer
+    /// from memory. What a lookup costs over it is the index and the row read.
+    pub(super) async fn start_floor(
+        state: hbidx_query::SharedState,
+        http_threads: hbidx_serve::HttpThreads,
+        row: serde_json::Value,
+    ) -> Result<Self> {
+        let row = std::sync::Arc::new(row);
+        let floor = axum::Router::new().route(
+            "/bench/floor/{table}/rows",
+            axum::routing::get(move || {
+                let row = row.clone();
+                async move { axum::Json(row.as_ref().clone()) }
+            }),
+        );
+        Self::start_app(hbidx_query::app_with(state, floor), http_threads).await
+    }
+
+    async fn start_app(app: axum::Router, http_threads: hbidx_serve::HttpThreads) -> Result<Self> {
         let listener = hbidx_serve::bind("127.0.0.1:0".parse()?).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(hbidx_serve::serve_http(
             listener,
-            hbidx_query::app(state),
+            app,
             http_threads,
             async {
                 let _ = stopped.await;

@@ -18,7 +18,7 @@ pub(super) async fn wrk_lookups(
     args: &BenchArgs,
     state: &hbidx_query::SharedState,
     http_threads: &hbidx_serve::HttpThreads,
-    script: &std::path::Path,
+    (script, floor_script, floor_answer): (&std::path::Path, &std::path::Path, serde_json::Value),
     addr: std::net::SocketAddr,
     report: &mut Vec<Row>,
 ) -> Result<()> {
@@ -35,6 +35,28 @@ pub(super) async fn wrk_lookups(
             .await?,
         );
     }
+    // The HTTP floor, right after the lookups it bounds: the same threads, wrk, key and
+    // request shapes, the answer a fixed one from memory.
+    let lookups = report.iter().rev().nth(1).and_then(Row::first_value);
+    let floor = BenchServer::start_floor(state.clone(), http_threads.clone(), floor_answer).await?;
+    let floor_row = run_wrk(
+        "HTTP floor: the same stack answering a fixed row from memory",
+        format!("http://{}", floor.addr),
+        floor_script,
+        args,
+        http_threads.count,
+        Scheduling::Normal,
+    )
+    .await?;
+    floor.stop().await?;
+    let ratio = lookups
+        .zip(floor_row.first_value())
+        .map_or(f64::NAN, |(lookups, floor)| lookups / floor);
+    report.push(
+        floor_row
+            .with_note(format!("; lookups by phone ÷ floor = {ratio:.2}"))
+            .also("lookups ÷ floor", ratio, "×"),
+    );
     if http_threads.count > 1 {
         // The same lookups against a second server over the same state with one HTTP
         // thread: on a 2-core machine wrk then keeps the other core and no thread
@@ -197,9 +219,11 @@ pub(super) async fn run_wrk(
     })
 }
 
+/// A wrk script of lookups by phone at `route` (`/v1/tables/{table}/rows`), cycling through
+/// `phones`, each with `query_suffix` appended.
 pub(super) fn write_wrk_script<'a>(
     path: &std::path::Path,
-    table: &str,
+    route: &str,
     api_key: &str,
     phones: impl Iterator<Item = &'a str>,
     query_suffix: &str,
@@ -218,7 +242,7 @@ pub(super) fn write_wrk_script<'a>(
 -- CPU per request, taken from the same two cores the server runs on.
 local requests = {{}}
 for k, phone in ipairs(phones) do
-  requests[k] = wrk.format("GET", "/v1/tables/{table}/rows?phone=" .. phone .. "{query_suffix}")
+  requests[k] = wrk.format("GET", "{route}?phone=" .. phone .. "{query_suffix}")
 end
 local n = #requests
 local i = 0

@@ -210,16 +210,36 @@ pub async fn run(
     if args.lookup_seconds > 0 {
         write_wrk_script(
             &script,
-            &table.name,
+            &format!("/v1/tables/{}/rows", table.name),
             &api_key,
             sample.phones.iter().map(String::as_str),
             "",
         )?;
+        // The HTTP floor answers every request with a real answer of the first phone.
+        let floor_script = data_dir.join("floor.lua");
+        write_wrk_script(
+            &floor_script,
+            &format!("/bench/floor/{}/rows", table.name),
+            &api_key,
+            sample.phones.iter().map(String::as_str),
+            "",
+        )?;
+        let first = sample.phones.first().context("no sampled phone")?;
+        let floor_answer: serde_json::Value = api_client(&api_key)?
+            .get(format!(
+                "http://{addr}/v1/tables/{}/rows?phone={first}",
+                table.name
+            ))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
         lookups::wrk_lookups(
             &args,
             &instance.state,
             &http_threads,
-            &script,
+            (&script, &floor_script, floor_answer),
             addr,
             &mut report,
         )

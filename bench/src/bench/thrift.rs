@@ -49,7 +49,7 @@ pub(super) async fn thrift_lookups(
         // After the updates: the sample follows the rows' new phones.
         write_wrk_script(
             &script,
-            &table.name,
+            &format!("/v1/tables/{}/rows", table.name),
             api_key,
             sample.phones.iter().map(String::as_str),
             "",
@@ -141,7 +141,13 @@ async fn covered_lookups(
             ),
         ] {
             let script = data_dir.join(file);
-            write_wrk_script(&script, &table.name, api_key, phones(), &suffix)?;
+            write_wrk_script(
+                &script,
+                &format!("/v1/tables/{}/rows", table.name),
+                api_key,
+                phones(),
+                &suffix,
+            )?;
             report.push(
                 run_wrk(
                     label,
