@@ -31,19 +31,23 @@ pub(crate) fn is_point_lookup(conditions: &[Condition]) -> bool {
         })
 }
 
-/// Runs `work` on the blocking pool once a slot is free.
+/// Runs `work` on the blocking pool once a slot is free. The slot goes with the work, not with
+/// the request: a client that hangs up can't free it while its walk still runs.
 pub(crate) async fn run<T, F>(state: &SharedState, work: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
 {
-    let _slot = state
+    let slot = state
         .index_permits
         .clone()
         .acquire_owned()
         .await
         .map_err(|_| ApiError::Internal("the index work slots are closed".into()))?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| ApiError::Internal(format!("index work: {err}")))?
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(|err| ApiError::Internal(format!("index work: {err}")))?
 }
