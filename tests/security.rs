@@ -887,6 +887,15 @@ fn the_post_form_of_a_lookup_answers_like_the_get() {
     assert_eq!(status, 401);
 }
 
+/// `cursor` with its middle character replaced by another base64url one (a whole 6 bits of
+/// the sealed bytes changed).
+fn edited(cursor: &str) -> String {
+    let mut chars: Vec<char> = cursor.chars().collect();
+    let middle = chars.len() / 2;
+    chars[middle] = if chars[middle] == 'A' { 'B' } else { 'A' };
+    chars.into_iter().collect()
+}
+
 #[test]
 fn paging_cursors_are_sealed_and_open_wherever_the_key_is_shared() {
     use base64::Engine;
@@ -944,10 +953,7 @@ fn paging_cursors_are_sealed_and_open_wherever_the_key_is_shared() {
     let (_, again) = page(&server, None);
     assert_ne!(again["next_cursor"], first["next_cursor"]);
     // A cursor made up from a rowkey, or edited, is refused and not quoted back.
-    for forged in [
-        URL_SAFE_NO_PAD.encode(&first_rowkey),
-        format!("{}A", &cursor[..cursor.len() - 1]),
-    ] {
+    for forged in [URL_SAFE_NO_PAD.encode(&first_rowkey), edited(&cursor)] {
         let (status, body) = page(&server, Some(&forged));
         assert_eq!(
             (status, &body["error"]["field"]),

@@ -152,6 +152,10 @@ pub struct AppState {
     pub peers: Option<Arc<cluster::Peers>>,
     /// Seals and opens paging cursors; a key of its own unless [`AppState::with_cursors`].
     pub cursors: lookup::CursorSeal,
+    /// The runtime jobs (verify) and background read repairs run on: the process's main
+    /// runtime, so their work between awaits never holds an HTTP thread; `None`: the runtime of
+    /// the request that starts them.
+    pub background: Option<tokio::runtime::Handle>,
 }
 
 impl AppState {
@@ -180,6 +184,7 @@ impl AppState {
             cluster: None,
             peers: None,
             cursors: lookup::CursorSeal::random(),
+            background: None,
         }
     }
 
@@ -212,6 +217,24 @@ impl AppState {
     pub fn with_cursors(mut self, cursors: lookup::CursorSeal) -> Self {
         self.cursors = cursors;
         self
+    }
+
+    /// Runs jobs and background repairs on `runtime` ([`AppState::background`]).
+    pub fn with_background(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.background = Some(runtime);
+        self
+    }
+
+    /// Spawns `task` on the background runtime, or the current one without it.
+    pub(crate) fn spawn_background<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match &self.background {
+            Some(runtime) => runtime.spawn(task),
+            None => tokio::spawn(task),
+        }
     }
 
     pub fn with_auth(mut self, auth: auth::Auth) -> Self {

@@ -28,7 +28,7 @@ pub(crate) fn schedule(state: &SharedState, runtime: &TableRuntime, rowkeys: Vec
     for (shard, rowkeys) in others {
         let peers = peers.clone();
         let table = runtime.config.name.clone();
-        tokio::spawn(async move {
+        state.spawn_background(async move {
             if let Err(err) = peers.repair(shard, &table, &rowkeys).await {
                 tracing::warn!(table = %table, shard, rows = rowkeys.len(), error = %err, "read repair not handed to its shard");
             }
@@ -48,11 +48,11 @@ pub(crate) fn schedule_local(state: &SharedState, runtime: &TableRuntime, rowkey
             .fetch_add(rowkeys.len() as u64, Ordering::Relaxed);
         return;
     };
-    let state = state.clone();
+    let task_state = state.clone();
     let table = runtime.config.name.clone();
-    tokio::spawn(async move {
+    state.spawn_background(async move {
         let _permit = permit;
-        if let Err(err) = repair(&state, &table, &rowkeys).await {
+        if let Err(err) = repair(&task_state, &table, &rowkeys).await {
             // Rowkeys stay out of the log (some designs embed phone numbers); the count is enough.
             tracing::warn!(table = %table, rows = rowkeys.len(), error = %err, "read repair failed");
         }

@@ -159,7 +159,7 @@ pub async fn start_verify(
         })?;
     let id = job.id;
     let task_state = state.clone();
-    tokio::spawn(async move {
+    state.spawn_background(async move {
         let result = run(&task_state, &table, &request, id).await;
         match result {
             Ok(report) => {

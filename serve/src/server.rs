@@ -324,6 +324,11 @@ pub fn open_with_rows(
         .with_reindexer(reindexer)
         .with_auth(auth)
         .with_cursors(cursors);
+    // Opened inside the process's main runtime: jobs and repairs run there, off the HTTP
+    // threads (each a runtime of its own).
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        state = state.with_background(runtime);
+    }
     if let Some(cluster) = &config.cluster {
         // The key this instance shows the others, with the `cluster` scope alone; `serve`
         // refuses to start without it (keys.rs). Never the client key (`HBIDX_API_KEY`).
