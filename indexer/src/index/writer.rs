@@ -423,7 +423,10 @@ impl TableIndexWriter {
             .sum();
         let skipped = self.compactions_skipped.clone();
         let running = self.compactions_running.clone();
+        // Counted before the waiter thread starts (it counts the merge done), and undone below
+        // if that thread can't be started.
         running.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let not_started = running.clone();
         let merge = self.writer.merge(&ids);
         let reader = self.searcher.reader();
         let table = self.table.name.clone();
@@ -454,7 +457,10 @@ impl TableIndexWriter {
                 }
                 running.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             })
-            .map_err(|err| IndexerError::Tantivy(tantivy::TantivyError::from(err)))?;
+            .map_err(|err| {
+                not_started.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                IndexerError::Tantivy(tantivy::TantivyError::from(err))
+            })?;
         Ok(true)
     }
 
