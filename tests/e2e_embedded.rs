@@ -651,3 +651,128 @@ fn broad_lookups_run_off_the_http_threads() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["count"], 2000, "{body}");
 }
+
+/// A lookup walks at most `[server] max_lookup_matches` matches, whatever the size of the
+/// table: two demos in one run, 4,000 and 40,000 people, under a bound of 1,000. A surname
+/// prefix (~7% of people) is answered at the small size, pages included, and refused at the
+/// large one with a 400 naming the field; beside a phone tail it is answered at both; a batch's
+/// values share `max_batch_matches`.
+#[test]
+fn lookups_are_bounded_at_two_table_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bounded.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[server]\nmax_lookup_matches = 1000\nmax_batch_matches = 1000\n",
+            include_str!("../deploy/config/hbidx.toml")
+        ),
+    )
+    .unwrap();
+    let config = config.to_string_lossy().to_string();
+    let zhang = "name=%E5%BC%A0&match=prefix";
+    for rows in [4_000, 40_000] {
+        let data = dir.path().join(format!("d{rows}"));
+        let server = Server::start(
+            &["--config", &config, "demo", "--rows", &rows.to_string()],
+            &data,
+            &[],
+        );
+        let lookup = |query: &str| get(&server.url(&format!("/v1/tables/user/rows?{query}")));
+        let (status, body) = lookup(&format!("{zhang}&limit=1000&index_only=true"));
+        if rows == 4_000 {
+            assert_eq!(status, 200, "{body}");
+            let all: Vec<Value> = body["rows"].as_array().unwrap().clone();
+            assert!((100..1000).contains(&all.len()), "{}", all.len());
+            // Paged 37 at a time through sealed cursors: the same rows in the same order.
+            let mut paged = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let after = cursor
+                    .as_ref()
+                    .map_or(String::new(), |c| format!("&cursor={c}"));
+                let (status, page) = lookup(&format!("{zhang}&limit=37&index_only=true{after}"));
+                assert_eq!(status, 200, "{page}");
+                paged.extend(page["rows"].as_array().unwrap().iter().cloned());
+                match page["next_cursor"].as_str() {
+                    Some(next) => cursor = Some(next.to_string()),
+                    None => break,
+                }
+            }
+            assert_eq!(paged, all);
+            // Six surnames' rows together are more than one batch walks: the batch is refused
+            // at the value that overdraws its bound; one surname alone is answered.
+            let batch = server.url("/v1/tables/user/rows:batch-lookup");
+            let surnames = ["王", "李", "张", "刘", "陈", "杨"];
+            let (status, refused) = post(
+                &batch,
+                &json!({"field": "name", "match": "prefix", "values": surnames, "limit_per_value": 1}),
+            );
+            assert_eq!(status, 400, "{refused}");
+            let field = refused["error"]["field"].as_str().unwrap();
+            assert!(
+                field.starts_with("values[") && field != "values[0]",
+                "{refused}"
+            );
+            assert!(
+                refused["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("max_batch_matches"),
+                "{refused}"
+            );
+            let (status, alone) = post(
+                &batch,
+                &json!({"field": "name", "match": "prefix", "values": ["王"], "limit_per_value": 1}),
+            );
+            assert_eq!(status, 200, "{alone}");
+        } else {
+            assert_eq!(status, 400, "{body}");
+            assert_eq!(body["error"]["field"], "name", "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("more than 1000 rows") && message.contains("max_lookup_matches"),
+                "{message}"
+            );
+        }
+        // Beside a phone tail the surname is checked on the tail's few rows, so the lookup
+        // is answered at both sizes: every row of 张三's tail that starts with 张, and only
+        // those.
+        let (status, one) = lookup("name=%E5%BC%A0%E4%B8%89&limit=1&columns=info:phone");
+        assert_eq!(status, 200, "{one}");
+        let phone = one["rows"][0]["cells"]["info:phone"].as_str().unwrap();
+        let digits: String = phone.chars().filter(char::is_ascii_digit).collect();
+        let tail = &digits[digits.len() - 4..];
+        let (status, found) = lookup(&format!(
+            "{zhang}&phone_suffix={tail}&limit=100&columns=info:name,info:phone"
+        ));
+        assert_eq!(status, 200, "{found}");
+        let found = found["rows"].as_array().unwrap();
+        assert!(found.iter().any(|row| row["key"] == one["rows"][0]["key"]));
+        for row in found {
+            let name = row["cells"]["info:name"].as_str().unwrap();
+            let phone: String = row["cells"]["info:phone"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect();
+            assert!(name.starts_with('张') && phone.ends_with(tail), "{row}");
+        }
+        let (status, tail_only) =
+            lookup(&format!("phone_suffix={tail}&limit=1000&columns=info:name"));
+        assert_eq!(status, 200, "{tail_only}");
+        let expected = tail_only["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| {
+                row["cells"]["info:name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with('张')
+            })
+            .count();
+        assert_eq!(found.len(), expected);
+    }
+}

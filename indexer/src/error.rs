@@ -29,6 +29,12 @@ pub enum IndexerError {
     /// parameter, so the HTTP layer can answer 400 with it.
     #[error("{field}: {reason}")]
     InvalidCondition { field: String, reason: String },
+    /// A lookup matches more rows than one lookup may walk (`[server] max_lookup_matches`).
+    /// `field` names the query parameter of its narrowest condition.
+    #[error(
+        "{field}: the lookup matches more than {max} rows, the most one lookup walks ([server] max_lookup_matches); add characters, or another condition such as phone_suffix"
+    )]
+    TooBroad { field: String, max: usize },
 }
 
 impl IndexerError {

@@ -74,7 +74,7 @@ fn checkpoint_survives_reopen_and_uncommitted_work_does_not() {
         assert_eq!(committed.position(CHANGE_FEED, 0), Some(1));
         assert_eq!(
             searcher
-                .lookup(&[phone(&table, "13800138000")], 10, None)
+                .lookup(&[phone(&table, "13800138000")], 10, None, usize::MAX)
                 .unwrap()
                 .rowkeys
                 .len(),
@@ -95,7 +95,7 @@ fn checkpoint_survives_reopen_and_uncommitted_work_does_not() {
     assert_eq!(writer.checkpoint().position(CHANGE_FEED, 0), Some(1));
     assert_eq!(
         searcher
-            .lookup(&[phone(&table, "13800138000")], 10, None)
+            .lookup(&[phone(&table, "13800138000")], 10, None, usize::MAX)
             .unwrap()
             .rowkeys
             .len(),
@@ -103,7 +103,7 @@ fn checkpoint_survives_reopen_and_uncommitted_work_does_not() {
     );
     assert!(
         searcher
-            .lookup(&[phone(&table, "13900000000")], 10, None)
+            .lookup(&[phone(&table, "13900000000")], 10, None, usize::MAX)
             .unwrap()
             .rowkeys
             .is_empty()
@@ -132,7 +132,13 @@ fn partial_updates_late_events_and_replay_converge() {
         // Commit in the middle so later events read state back from the committed index.
         writer.commit().unwrap();
     }
-    let found = |c: Condition| searcher.lookup(&[c], 10, None).unwrap().rowkeys.len();
+    let found = |c: Condition| {
+        searcher
+            .lookup(&[c], 10, None, usize::MAX)
+            .unwrap()
+            .rowkeys
+            .len()
+    };
     assert_eq!(
         found(phone(&table, "13800138000")),
         1,
@@ -183,7 +189,7 @@ fn malformed_value_is_skipped_and_the_row_still_indexed_on_valid_fields() {
     writer.commit().unwrap();
     assert_eq!(
         searcher
-            .lookup(&[name(&table, "张三")], 10, None)
+            .lookup(&[name(&table, "张三")], 10, None, usize::MAX)
             .unwrap()
             .rowkeys
             .len(),
@@ -251,7 +257,7 @@ fn change_feed_pipeline_indexes_within_the_commit_interval_and_trims_the_feed() 
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_eq!(
         searcher
-            .lookup(&[phone(&table, "13700004999")], 10, None)
+            .lookup(&[phone(&table, "13700004999")], 10, None, usize::MAX)
             .unwrap()
             .rowkeys
             .len(),
@@ -301,7 +307,11 @@ fn idle_table_is_compacted_into_one_segment() {
         .unwrap();
     }
     let checkpoint = handle.indexed.borrow().clone();
-    let lookup = |value: &str| searcher.lookup(&[phone(&table, value)], 10, None).unwrap();
+    let lookup = |value: &str| {
+        searcher
+            .lookup(&[phone(&table, value)], 10, None, usize::MAX)
+            .unwrap()
+    };
     let before: Vec<_> = ["13700000007", "13700000999", "13700001499", "13799999999"]
         .iter()
         .map(|value| lookup(value))
@@ -412,7 +422,12 @@ fn paging_in_rowkey_order_returns_every_match_once() {
         let mut cursor: Option<Vec<u8>> = None;
         loop {
             let page = searcher
-                .lookup(&[name(&table, "张伟")], page_size, cursor.as_deref())
+                .lookup(
+                    &[name(&table, "张伟")],
+                    page_size,
+                    cursor.as_deref(),
+                    usize::MAX,
+                )
                 .unwrap();
             assert!(page.rowkeys.len() <= page_size);
             all.extend(page.rowkeys.clone());
@@ -423,7 +438,9 @@ fn paging_in_rowkey_order_returns_every_match_once() {
         }
         assert_eq!(all, expected, "page size {page_size}");
     }
-    let others = searcher.lookup(&[name(&table, "李娜")], 10, None).unwrap();
+    let others = searcher
+        .lookup(&[name(&table, "李娜")], 10, None, usize::MAX)
+        .unwrap();
     assert_eq!(others.rowkeys.len(), 2);
     assert!(!others.has_more);
 }
@@ -517,15 +534,27 @@ fn broad_match_gives_the_smallest_rowkeys_of_the_page() {
         .map(|i| table.rowkey.encode(&format!("u{i}")).unwrap())
         .collect();
     expected.sort();
-    let page = searcher.lookup(&[name(&table, "张伟")], 3, None).unwrap();
+    let page = searcher
+        .lookup(&[name(&table, "张伟")], 3, None, usize::MAX)
+        .unwrap();
     assert_eq!(page.rowkeys, expected[..3]);
     assert!(page.has_more);
     let page = searcher
-        .lookup(&[name(&table, "张伟")], 5, Some(&expected[6000]))
+        .lookup(
+            &[name(&table, "张伟")],
+            5,
+            Some(&expected[6000]),
+            usize::MAX,
+        )
         .unwrap();
     assert_eq!(page.rowkeys, expected[6001..6006]);
     let page = searcher
-        .lookup(&[name(&table, "张伟")], 100, Some(&expected[8950]))
+        .lookup(
+            &[name(&table, "张伟")],
+            100,
+            Some(&expected[8950]),
+            usize::MAX,
+        )
         .unwrap();
     assert_eq!(page.rowkeys, expected[8951..]);
     assert!(!page.has_more);
@@ -566,7 +595,7 @@ fn exact_lookups_resolve_rowkeys_through_the_bounded_cache() {
         for _ in 0..2 {
             for i in (0..rows).rev() {
                 let page = searcher
-                    .lookup(&[phone(&table, &phone_of(i))], 10, None)
+                    .lookup(&[phone(&table, &phone_of(i))], 10, None, usize::MAX)
                     .unwrap();
                 assert_eq!(
                     page.rowkeys,
@@ -705,7 +734,7 @@ fn a_shard_indexes_only_its_own_rows_on_every_path() {
             _ => unreachable!(),
         };
         let found = searcher
-            .lookup(&[phone(&table, &digits)], 10, None)
+            .lookup(&[phone(&table, &digits)], 10, None, usize::MAX)
             .unwrap()
             .rowkeys;
         assert_eq!(found.len(), usize::from(own(row)));
@@ -746,11 +775,113 @@ fn a_shard_indexes_only_its_own_rows_on_every_path() {
     assert_eq!(stats.foreign_skipped.load(Ordering::Relaxed), 1);
     let lookup = |digits: &str| {
         searcher
-            .lookup(&[phone(&table, digits)], 10, None)
+            .lookup(&[phone(&table, digits)], 10, None, usize::MAX)
             .unwrap()
             .rowkeys
     };
     assert!(lookup("13999999991").is_empty(), "another shard's row");
     assert_eq!(lookup("13999999992"), vec![mine.rowkey.clone()]);
     handle.shutdown();
+}
+
+fn condition(
+    table: &TableConfig,
+    field: &str,
+    mode: MatchMode,
+    suffix: bool,
+    value: &str,
+) -> Condition {
+    Condition::build(field, table.field(field).unwrap(), mode, suffix, value).unwrap()
+}
+
+/// A lookup walks at most `max_matches` matches: one that matches more is refused naming its
+/// narrowest condition, whatever the page size, while a narrow condition beside a broad one
+/// (a surname prefix with a phone tail) is answered exactly, its broad part checked on the
+/// rows' states, in rowkey order across segments and after a cursor.
+#[test]
+fn lookups_walk_at_most_their_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = table();
+    let (mut writer, searcher) =
+        open_table_index(dir.path(), table.clone(), &WriterOptions::default()).unwrap();
+    let surnames = ["张", "李", "王"];
+    let row = |i: u64| {
+        let name = format!(
+            "{}{}",
+            surnames[(i % 3) as usize],
+            ["伟", "芳", "娜", "强"][(i % 4) as usize]
+        );
+        let phone = format!("138{:08}", i * 7919 % 100_000_000);
+        (name, phone)
+    };
+    for i in 0..3000u64 {
+        let (name, phone) = row(i);
+        writer
+            .apply(
+                &put(
+                    &table,
+                    &format!("u{i}"),
+                    1,
+                    &[("info:name", &name), ("info:phone", &phone)],
+                ),
+                CHANGE_FEED,
+                0,
+                i as i64 + 1,
+            )
+            .unwrap();
+        // Several segments, so the walk merges pages across them.
+        if i % 1000 == 999 {
+            writer.commit().unwrap();
+        }
+    }
+    writer.commit().unwrap();
+    let matching = |keep: &dyn Fn(&str, &str) -> bool| {
+        let mut keys: Vec<Vec<u8>> = (0..3000u64)
+            .filter(|&i| {
+                let (name, phone) = row(i);
+                keep(&name, &phone)
+            })
+            .map(|i| table.rowkey.encode(&format!("u{i}")).unwrap())
+            .collect();
+        keys.sort();
+        keys
+    };
+    let zhang = condition(&table, "name", MatchMode::Prefix, false, "张");
+    // 1000 rows start with 张: refused under a bound of 999, answered at 1000.
+    let refused = searcher
+        .lookup(std::slice::from_ref(&zhang), 5, None, 999)
+        .unwrap_err();
+    assert!(
+        matches!(&refused, hbidx_indexer::IndexerError::TooBroad { field, max: 999 } if field == "name"),
+        "{refused}"
+    );
+    let page = searcher
+        .lookup(std::slice::from_ref(&zhang), 5, None, 1000)
+        .unwrap();
+    let all_zhang = matching(&|name, _| name.starts_with('张'));
+    assert_eq!(page.rowkeys, all_zhang[..5]);
+    assert!(page.has_more);
+    assert_eq!(page.walked, 1000);
+    // After a cursor, in rowkey order.
+    let after = searcher
+        .lookup(std::slice::from_ref(&zhang), 7, Some(&all_zhang[500]), 1000)
+        .unwrap();
+    assert_eq!(after.rowkeys, all_zhang[501..508]);
+
+    // 张 + a phone tail: the tail's few matches drive, 张 is checked on their states, so a
+    // bound far below 张's 1000 rows answers it.
+    let tail_of = row(42).1[7..].to_string();
+    let tail = condition(&table, "phone", MatchMode::Exact, true, &tail_of);
+    let both = searcher
+        .lookup(&[zhang.clone(), tail.clone()], 100, None, 50)
+        .unwrap();
+    let expected = matching(&|name, phone| name.starts_with('张') && phone.ends_with(&tail_of));
+    assert!(!expected.is_empty());
+    assert_eq!(both.rowkeys, expected);
+    assert!(both.walked <= 50, "{}", both.walked);
+    // An exact name within the bound filters by its postings instead.
+    let exact = name(&table, "张伟");
+    let with_exact = searcher.lookup(&[exact, tail], 100, None, 300).unwrap();
+    let expected = matching(&|name, phone| name == "张伟" && phone.ends_with(&tail_of));
+    assert_eq!(with_exact.rowkeys, expected);
 }

@@ -129,6 +129,12 @@ impl From<IndexerError> for ApiError {
     fn from(err: IndexerError) -> Self {
         match err {
             IndexerError::InvalidCondition { field, reason } => Self::BadRequest { field, reason },
+            IndexerError::TooBroad { field, max } => Self::BadRequest {
+                field,
+                reason: format!(
+                    "the lookup matches more than {max} rows, the most one lookup walks ([server] max_lookup_matches); add characters, or another condition such as phone_suffix"
+                ),
+            },
             other => Self::Index(other),
         }
     }

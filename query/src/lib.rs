@@ -76,6 +76,11 @@ pub struct Limits {
     /// Rows one batch lookup may return in all: `values × limit_per_value` at most this, so a
     /// batch's cost is bounded as a whole and not only per value.
     pub max_batch_rows: usize,
+    /// Matches one lookup may walk (`[server] max_lookup_matches`): what bounds a lookup's CPU
+    /// whatever the size of the table.
+    pub max_lookup_matches: usize,
+    /// Matches one batch lookup may walk, its values together (`[server] max_batch_matches`).
+    pub max_batch_matches: usize,
     pub max_body_bytes: usize,
     pub index_wait: std::time::Duration,
     /// A request body must arrive within this (`[server] body_timeout_ms`).
@@ -89,6 +94,8 @@ impl Default for Limits {
             max_page: 1000,
             max_batch_values: 1000,
             max_batch_rows: 20_000,
+            max_lookup_matches: hbidx_schema::config::DEFAULT_MAX_LOOKUP_MATCHES,
+            max_batch_matches: hbidx_schema::config::DEFAULT_MAX_BATCH_MATCHES,
             max_body_bytes: 1 << 20,
             index_wait: std::time::Duration::from_secs(10),
             body_timeout: hbidx_schema::config::DEFAULT_REQUEST_READ_TIMEOUT,

@@ -344,6 +344,8 @@ pub fn open_with_rows(
         );
     }
     state.limits.body_timeout = config.server.body_timeout;
+    state.limits.max_lookup_matches = config.server.max_lookup_matches;
+    state.limits.max_batch_matches = config.server.max_batch_matches;
     state.store_has_feed = embedded.is_some();
     state.store_name = store_name;
     if let Some(handle) = metrics {

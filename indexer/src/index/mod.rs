@@ -30,6 +30,7 @@ use tantivy::{Index, IndexWriter, ReloadPolicy, TantivyDocument};
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
 
+mod lookup;
 mod rowkey_cache;
 mod scan;
 mod schema;

@@ -2,17 +2,14 @@
 //! single rows. Walks over the whole index, sizes and the rowkey cache have modules of their own.
 
 use std::collections::HashMap;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use hbidx_schema::config::TableConfig;
 use tantivy::columnar::BytesColumn;
 use tantivy::index::SegmentId;
-use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, RangeQuery, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Value};
+use tantivy::schema::{IndexRecordOption, Value};
 use tantivy::{DocAddress, DocSet, IndexReader, TantivyDocument, Term};
 
-use crate::analysis::{Condition, GRAM, PINYIN, TAIL};
 use crate::error::{IndexerError, Result};
 use crate::state::RowState;
 
@@ -20,42 +17,15 @@ use super::rowkey_cache::{RowkeyCache, RowkeyCacheCounts, rowkey_cache};
 use super::rowkey_ref;
 use super::schema::Fields;
 
-/// Every term of `field` that starts with `prefix`: the range from the prefix up to (not
-/// including) the prefix with its last character incremented. UTF-8 preserves code point order,
-/// so this is exactly the prefix's block of the term dictionary.
-fn prefix_query(field: Field, prefix: &str) -> RangeQuery {
-    let lower = Bound::Included(Term::from_field_text(field, prefix));
-    let mut chars: Vec<char> = prefix.chars().collect();
-    let upper = loop {
-        let Some(last) = chars.pop() else {
-            break Bound::Unbounded;
-        };
-        // The next scalar value, skipping the surrogate gap; char::MAX has no successor, so
-        // the bound moves one character to the left.
-        let next = (last as u32 + 1..=char::MAX as u32).find_map(char::from_u32);
-        if let Some(next) = next {
-            chars.push(next);
-            let upper: String = chars.into_iter().collect();
-            break Bound::Excluded(Term::from_field_text(field, &upper));
-        }
-    };
-    RangeQuery::new(lower, upper)
-}
-
-/// How [`TableSearcher::lookup`] finds the matching documents of a segment.
-enum Plan {
-    /// One exact term: its postings, read directly.
-    Term(Term),
-    /// Anything else (prefix ranges, several terms, a cursor): a tantivy query weight.
-    Weight(Box<dyn tantivy::query::Weight>),
-}
-
 /// A page of lookup results in rowkey order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LookupPage {
     pub rowkeys: Vec<Vec<u8>>,
     /// There are more matches after the last rowkey of this page.
     pub has_more: bool,
+    /// Documents the lookup walked (its narrowest clause's, deleted ones included): what it
+    /// cost, at most its `max_matches`.
+    pub walked: u64,
 }
 
 /// The read side of a table index. Cloning is cheap; every clone sees each commit.
@@ -196,147 +166,6 @@ impl TableSearcher {
             .iter()
             .map(|rowkey| self.state_in(&searcher, rowkey, false))
             .collect()
-    }
-
-    /// Finds rows matching all conditions, in rowkey order, after `after` (exclusive).
-    ///
-    /// Ordering is by rowkey: it is deterministic, stays stable while the index changes under a
-    /// paging client (the cursor is simply the last rowkey returned), and is the order in which a
-    /// multi-get visits HBase regions.
-    pub fn lookup(
-        &self,
-        conditions: &[Condition],
-        limit: usize,
-        after: Option<&[u8]>,
-    ) -> Result<LookupPage> {
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        // The term of the last exact clause: used when it is the only clause.
-        let mut single_term: Option<Term> = None;
-        for condition in conditions {
-            let handles = self.fields.by_name.get(&condition.field).ok_or_else(|| {
-                IndexerError::InvalidCondition {
-                    field: condition.field.clone(),
-                    reason: "not an indexed field of this table".into(),
-                }
-            })?;
-            let wanted = condition.terms();
-            let field = match wanted.subfield_suffix {
-                "" => Some(handles.exact),
-                TAIL => handles.tail,
-                GRAM => handles.gram,
-                PINYIN => handles.pinyin,
-                _ => None,
-            }
-            .ok_or_else(|| IndexerError::InvalidCondition {
-                field: condition.field.clone(),
-                reason: "this match mode is not indexed for the field".into(),
-            })?;
-            for term in wanted.terms {
-                let query: Box<dyn Query> = if wanted.prefix {
-                    single_term = None;
-                    Box::new(prefix_query(field, &term))
-                } else {
-                    let term = Term::from_field_text(field, &term);
-                    single_term = Some(term.clone());
-                    Box::new(TermQuery::new(term, IndexRecordOption::Basic))
-                };
-                clauses.push((Occur::Must, query));
-            }
-        }
-        if clauses.is_empty() {
-            return Ok(LookupPage {
-                rowkeys: Vec::new(),
-                has_more: false,
-            });
-        }
-        if let Some(after) = after {
-            clauses.push((
-                Occur::Must,
-                Box::new(RangeQuery::new(
-                    Bound::Excluded(Term::from_field_bytes(self.fields.rowkey, after)),
-                    Bound::Unbounded,
-                )),
-            ));
-        }
-        let searcher = self.reader().searcher();
-        let columns = self.rowkey_columns(&searcher)?;
-        // The common lookup (one exact phone or idcard, first page) is a single term: its
-        // postings are walked directly, without building a query weight and scorer, which cost
-        // about as much as the term probe itself.
-        let plan = match (clauses.len(), single_term) {
-            (1, Some(term)) => Plan::Term(term),
-            _ => {
-                let query: Box<dyn Query> = if clauses.len() == 1 {
-                    clauses
-                        .pop()
-                        .map(|(_, q)| q)
-                        .unwrap_or_else(|| Box::new(BooleanQuery::new(vec![])))
-                } else {
-                    Box::new(BooleanQuery::new(clauses))
-                };
-                Plan::Weight(query.weight(EnableScoring::disabled_from_searcher(&searcher))?)
-            }
-        };
-        // Per segment, the `limit + 1` smallest rowkeys among the live matches. Term ordinals of
-        // the `_rk` column sort like the rowkeys themselves, so ranking happens on integers and
-        // only the winners are turned back into rowkeys (one dictionary block decode each).
-        // This replaces tantivy's sort-by-string collector, which opened the column and
-        // resolved ordinals to strings on every query: most of a lookup's index time.
-        let keep = limit + 1;
-        // A broad match (a one-character name prefix over millions of rows) is pruned back to
-        // `keep` whenever this many ordinals pile up, so memory stays bounded like a top-k heap.
-        let prune_at = (keep * 2).max(4096);
-        let mut rowkeys: Vec<Vec<u8>> = Vec::new();
-        let mut ords: Vec<u64> = Vec::new();
-        for (segment, column) in searcher.segment_readers().iter().zip(columns.iter()) {
-            let Some(column) = column else { continue };
-            let alive = segment.alive_bitset();
-            ords.clear();
-            let mut collect = |docs: &[tantivy::DocId]| {
-                for &doc in docs {
-                    if alive.is_none_or(|bits| bits.is_alive(doc)) {
-                        ords.extend(column.term_ords(doc));
-                    }
-                }
-                if ords.len() >= prune_at {
-                    ords.select_nth_unstable(keep - 1);
-                    ords.truncate(keep);
-                }
-            };
-            match &plan {
-                Plan::Term(term) => {
-                    let postings = segment
-                        .inverted_index(term.field())?
-                        .read_postings(term, IndexRecordOption::Basic)
-                        .map_err(tantivy::TantivyError::from)?;
-                    if let Some(mut postings) = postings {
-                        let mut block = [0; tantivy::COLLECT_BLOCK_BUFFER_LEN];
-                        loop {
-                            let filled = postings.fill_buffer(&mut block);
-                            collect(&block[..filled]);
-                            if filled < block.len() {
-                                break;
-                            }
-                        }
-                    }
-                }
-                Plan::Weight(weight) => weight.for_each_no_score(segment, &mut collect)?,
-            }
-            if ords.len() > keep {
-                ords.select_nth_unstable(keep - 1);
-                ords.truncate(keep);
-            }
-            for &ord in &ords {
-                if let Some(rowkey) = self.rowkey_term(segment.segment_id(), column, ord)? {
-                    rowkeys.push(rowkey);
-                }
-            }
-        }
-        // A rowkey has one live document, so there is nothing to deduplicate across segments.
-        rowkeys.sort_unstable();
-        let has_more = rowkeys.len() > limit;
-        rowkeys.truncate(limit);
-        Ok(LookupPage { rowkeys, has_more })
     }
 
     /// Whether the idle compaction has work here: recent segments it would merge

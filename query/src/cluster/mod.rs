@@ -90,7 +90,12 @@ pub(crate) async fn lookup_hits(
         has_more = true;
     }
     Ok(FannedHits {
-        page: LookupPage { rowkeys, has_more },
+        // Each shard bounded its own walk; the tier's cost is not one walk.
+        page: LookupPage {
+            rowkeys,
+            has_more,
+            walked: 0,
+        },
         kept,
         missing,
     })

@@ -191,6 +191,15 @@ impl Peers {
                 Ok(response) => {
                     let status = response.status();
                     let body = response.text().await.unwrap_or_default();
+                    // The front checked the request before fanning it out, so a shard's 400
+                    // is about the shard's data (a lookup that matches more than one lookup
+                    // walks there): every replica would say the same, and the caller must hear
+                    // it as it is.
+                    if status == reqwest::StatusCode::BAD_REQUEST
+                        && let Some(refusal) = bad_request(&body)
+                    {
+                        return Err(refusal);
+                    }
                     let kind = if status.is_client_error() {
                         Failure::Refused(status.as_u16())
                     } else {
@@ -412,6 +421,22 @@ pub fn spawn_prober(peers: Arc<Peers>) -> tokio::task::JoinHandle<()> {
 }
 
 /// Why a call to one replica failed.
+/// A shard's 400 answer as the caller's 400, when it names the field at fault.
+fn bad_request(body: &str) -> Option<ApiError> {
+    let answer: serde_json::Value = serde_json::from_str(body).ok()?;
+    let error = answer.get("error")?;
+    if error.get("code")?.as_str()? != "bad_request" {
+        return None;
+    }
+    let field = error.get("field")?.as_str()?.to_string();
+    let message = error.get("message")?.as_str()?;
+    let reason = message
+        .strip_prefix(&format!("{field}: "))
+        .unwrap_or(message)
+        .to_string();
+    Some(ApiError::BadRequest { field, reason })
+}
+
 enum Failure {
     /// Unreachable, timed out, 5xx, or an answer that doesn't parse: the replica is marked not
     /// ready.
@@ -513,5 +538,45 @@ mod tests {
             .map(|(_, ready, _)| ready)
             .collect();
         assert_eq!(ready, vec![true, false]);
+    }
+
+    /// A shard's 400 naming a field (a lookup that matches more there than one lookup walks)
+    /// reaches the caller as that 400, at the first replica: the next would say the same.
+    #[tokio::test]
+    async fn a_shard_refusing_the_lookup_is_the_callers_400() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let refusing = format!("http://{}", listener.local_addr().unwrap());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = calls.clone();
+        let app = axum::Router::new().fallback(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            async {
+                (
+                    axum::http::StatusCode::BAD_REQUEST,
+                    axum::Json(serde_json::json!({"error": {
+                        "code": "bad_request",
+                        "field": "name",
+                        "message": "name: the lookup matches more than 10 rows",
+                    }})),
+                )
+            }
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        // The second replica can't be reached: asking it would mark it not ready.
+        let closed = {
+            let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", socket.local_addr().unwrap())
+        };
+        let peers = peers(&[refusing, closed]);
+        let err = peers.hits(1, "user", &[]).await.unwrap_err();
+        match err {
+            ApiError::BadRequest { field, reason } => {
+                assert_eq!(field, "name");
+                assert_eq!(reason, "the lookup matches more than 10 rows");
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        assert!(peers.replicas(1).into_iter().all(|(_, ready, _)| ready));
     }
 }

@@ -130,7 +130,9 @@ pub(crate) fn plan<'a>(
 }
 
 /// This instance's own index hits for every value of a checked batch, off the HTTP runtime
-/// (`index_work`): up to `max_batch_values` lookups, each possibly a walk of many matches.
+/// (`index_work`): up to `max_batch_values` lookups, each possibly a walk of many matches, each
+/// within `max_lookup_matches` and all within `max_batch_matches`; the value that overdraws
+/// either is refused by name.
 pub(crate) async fn local_hits(
     state: &SharedState,
     runtime: &TableRuntime,
@@ -138,18 +140,46 @@ pub(crate) async fn local_hits(
 ) -> Result<Vec<Option<Vec<Vec<u8>>>>, ApiError> {
     let searcher = runtime.searcher.clone();
     let (conditions, per_value) = (plan.conditions.clone(), plan.per_value);
+    let (per_value_bound, budget) = (
+        state.limits.max_lookup_matches,
+        state.limits.max_batch_matches,
+    );
     crate::index_work::run(state, move || {
-        conditions
-            .iter()
-            .map(|condition| match condition {
-                Ok(condition) => Ok(Some(
-                    searcher
-                        .lookup(std::slice::from_ref(condition), per_value, None)?
-                        .rowkeys,
-                )),
-                Err(_) => Ok(None),
-            })
-            .collect()
+        let mut left = budget;
+        let mut hits = Vec::with_capacity(conditions.len());
+        for (i, condition) in conditions.iter().enumerate() {
+            let Ok(condition) = condition else {
+                hits.push(None);
+                continue;
+            };
+            let page = searcher
+                .lookup(
+                    std::slice::from_ref(condition),
+                    per_value,
+                    None,
+                    left.min(per_value_bound),
+                )
+                .map_err(|err| match err {
+                    hbidx_indexer::IndexerError::TooBroad { .. } if left < per_value_bound => {
+                        ApiError::bad_request(
+                            format!("values[{i}]"),
+                            format!(
+                                "the batch's values match more than {budget} rows in all, the most one batch walks ([server] max_batch_matches); send fewer or narrower values"
+                            ),
+                        )
+                    }
+                    hbidx_indexer::IndexerError::TooBroad { max, .. } => ApiError::bad_request(
+                        format!("values[{i}]"),
+                        format!(
+                            "the value matches more than {max} rows, the most one lookup walks ([server] max_lookup_matches); send a narrower value"
+                        ),
+                    ),
+                    other => other.into(),
+                })?;
+            left = left.saturating_sub(usize::try_from(page.walked).unwrap_or(usize::MAX));
+            hits.push(Some(page.rowkeys));
+        }
+        Ok(hits)
     })
     .await
 }

@@ -120,12 +120,14 @@ pub(crate) async fn index_page(
             &query.conditions,
             query.limit,
             query.cursor.as_deref(),
+            state.limits.max_lookup_matches,
         )?);
     }
     let searcher = runtime.searcher.clone();
     let (conditions, limit, cursor) = (query.conditions.clone(), query.limit, query.cursor.clone());
+    let max_matches = state.limits.max_lookup_matches;
     crate::index_work::run(state, move || {
-        Ok(searcher.lookup(&conditions, limit, cursor.as_deref())?)
+        Ok(searcher.lookup(&conditions, limit, cursor.as_deref(), max_matches)?)
     })
     .await
 }

@@ -17,6 +17,8 @@
 //! max_connections_per_client = 1024  # of those, from one client address; more are closed
 //! header_timeout_ms = 5000           # a request's head must arrive within this (idle too)
 //! body_timeout_ms = 30000            # a request's body must arrive within this
+//! max_lookup_matches = 10000         # matches one lookup may walk; more: 400
+//! max_batch_matches = 100000         # matches one batch lookup may walk, all values together
 //! ```
 
 use std::net::SocketAddr;
@@ -72,6 +74,18 @@ pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::fro
 /// bytes to hold a connection.
 pub const DEFAULT_REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Matches one lookup may walk when `max_lookup_matches` doesn't say:
+/// a one-character name prefix over a few hundred thousand rows. Rows are not stored in rowkey
+/// order, so a lookup's first page costs every match it has; walking this many costs about a
+/// millisecond of CPU (~100 ns a match), and a lookup that matches more is refused with a 400
+/// asking for a narrower value or another condition, as a search box asks for more letters.
+pub const DEFAULT_MAX_LOOKUP_MATCHES: usize = 10_000;
+
+/// Matches one batch lookup may walk, its values together, when `max_batch_matches` doesn't
+/// say: ten broad lookups, some 10 ms of CPU. Without it a batch of 1000 values, each within
+/// its own bound, could take seconds.
+pub const DEFAULT_MAX_BATCH_MATCHES: usize = 100_000;
+
 /// Why `[server] rowkey_cache_mb` is refused: the rowkey cache is a part of `[memory]`, whose
 /// `rowkey_cache_mb` is the total for all tables. A per-table size under the same name in
 /// `[server]` would give one key two meanings.
@@ -110,6 +124,8 @@ pub(crate) struct RawServer {
     max_connections_per_client: Option<i64>,
     header_timeout_ms: Option<i64>,
     body_timeout_ms: Option<i64>,
+    max_lookup_matches: Option<i64>,
+    max_batch_matches: Option<i64>,
 }
 
 /// `[server]`, validated.
@@ -151,6 +167,12 @@ pub struct ServerConfig {
     pub header_timeout: std::time::Duration,
     /// A request's body must arrive within this once its handler reads it; later: 408.
     pub body_timeout: std::time::Duration,
+    /// Matches one lookup may walk; a lookup that matches more is refused (400 naming its
+    /// narrowest field). Bounds a lookup's CPU whatever the table's size.
+    pub max_lookup_matches: usize,
+    /// Matches one batch lookup may walk, its values together (each also within
+    /// `max_lookup_matches`); the value that overdraws it is refused by name.
+    pub max_batch_matches: usize,
 }
 
 impl Default for ServerConfig {
@@ -171,6 +193,8 @@ impl Default for ServerConfig {
             max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_REQUEST_READ_TIMEOUT,
+            max_lookup_matches: DEFAULT_MAX_LOOKUP_MATCHES,
+            max_batch_matches: DEFAULT_MAX_BATCH_MATCHES,
         }
     }
 }
@@ -318,6 +342,26 @@ impl ServerConfig {
                 ));
             }
         };
+        let max_lookup_matches = match raw.max_lookup_matches {
+            None => DEFAULT_MAX_LOOKUP_MATCHES,
+            Some(n @ 1..=100_000_000) => n as usize,
+            Some(n) => {
+                return Err(invalid(
+                    "max_lookup_matches",
+                    format!("{n} is not within 1..=100000000"),
+                ));
+            }
+        };
+        let max_batch_matches = match raw.max_batch_matches {
+            None => DEFAULT_MAX_BATCH_MATCHES,
+            Some(n @ 1..=1_000_000_000) => n as usize,
+            Some(n) => {
+                return Err(invalid(
+                    "max_batch_matches",
+                    format!("{n} is not within 1..=1000000000"),
+                ));
+            }
+        };
         let timeout = |key: &str, value: Option<i64>, default| match value {
             None => Ok(default),
             Some(ms @ 1..=3_600_000) => Ok(std::time::Duration::from_millis(ms as u64)),
@@ -349,6 +393,8 @@ impl ServerConfig {
             max_connections_per_client,
             header_timeout,
             body_timeout,
+            max_lookup_matches,
+            max_batch_matches,
         })
     }
 }
@@ -418,6 +464,8 @@ mod tests {
             ("max_connections = 0", "server.max_connections: 0"),
             ("header_timeout_ms = 0", "server.header_timeout_ms: 0"),
             ("body_timeout_ms = -5", "server.body_timeout_ms: -5"),
+            ("max_lookup_matches = 0", "server.max_lookup_matches: 0"),
+            ("max_batch_matches = -1", "server.max_batch_matches: -1"),
             (
                 "max_connections_per_client = 0",
                 "server.max_connections_per_client: 0",
@@ -450,6 +498,13 @@ mod tests {
         assert_eq!(limits.max_connections, 7);
         assert_eq!(limits.header_timeout, std::time::Duration::from_millis(250));
         assert_eq!(limits.body_timeout, std::time::Duration::from_millis(500));
+        assert_eq!(defaults.max_lookup_matches, DEFAULT_MAX_LOOKUP_MATCHES);
+        assert_eq!(
+            parse("max_lookup_matches = 250")
+                .unwrap()
+                .max_lookup_matches,
+            250
+        );
     }
 
     /// `rowkey_cache_mb` in `[server]` (a size per table) is refused, whatever its value, with
