@@ -232,8 +232,10 @@ impl AppState {
         self
     }
 
-    /// Spawns `task` on the background runtime, or the current one without it.
-    pub(crate) fn spawn_background<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    /// Spawns `task` on the background runtime, or the current one without it. Work a
+    /// request starts that outlives it (jobs, repairs) goes here, not on the HTTP thread that
+    /// took the request.
+    pub fn spawn_background<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
     where
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,

@@ -73,7 +73,10 @@ impl Reindexer for TableReindexer {
     fn start(&self, state: SharedState, table: String, from: String, job: u64) {
         let wiring = self.wiring.clone();
         let indexers = self.indexers.clone();
-        tokio::spawn(async move {
+        // On the main runtime, not the HTTP thread that took the request: a reindex runs for
+        // minutes and must neither slow that thread's requests nor stall behind them.
+        let spawner = state.clone();
+        spawner.spawn_background(async move {
             let result = if from == "store" {
                 run_store(&state, &wiring, &indexers, &table, job).await
             } else {
