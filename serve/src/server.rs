@@ -528,17 +528,22 @@ impl Instance {
             .map(|(_, handle)| handle)
             .collect();
         // Dropping the store fsyncs its journal, but the Thrift gateway's thread holds the store
-        // until the process exits, so it may never be dropped: fsync here.
+        // until the process exits, so it may never be dropped: the memtables are written out
+        // and the journal fsynced here, which also leaves the next start nothing to replay.
         let store = self.embedded.clone();
         tokio::task::spawn_blocking(move || {
             handles.into_iter().for_each(IndexerHandle::shutdown);
-            store.map_or(Ok(()), |store| store.sync_to_disk())
+            store.map_or(Ok(()), |store| store.flush_memtables(SHUTDOWN_FLUSH_WAIT))
         })
         .await
         .context("indexer shutdown")?
-        .context("syncing the row store to disk")
+        .context("writing the row store to disk")
     }
 }
+
+/// How long a graceful stop waits for the row store's memtables to be written out (a few
+/// hundred MB at most, the memtable budget: seconds).
+const SHUTDOWN_FLUSH_WAIT: Duration = Duration::from_secs(60);
 
 /// Starts the HBase Thrift gateway over the instance's store (same process, same store: one
 /// process owns the data dir) and prints its address on a line of its own, which tests and
