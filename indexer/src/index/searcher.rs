@@ -12,7 +12,7 @@ use tantivy::query::{BooleanQuery, EnableScoring, Occur, Query, RangeQuery, Term
 use tantivy::schema::{Field, IndexRecordOption, Value};
 use tantivy::{DocAddress, DocSet, IndexReader, TantivyDocument, Term};
 
-use crate::analysis::{Condition, GRAM, PINYIN, TAIL};
+use crate::analysis::{Condition, ConditionTerms, GRAM, INITIALS, PINYIN, TAIL};
 use crate::error::{IndexerError, Result};
 use crate::state::RowState;
 
@@ -219,28 +219,56 @@ impl TableSearcher {
                     reason: "not an indexed field of this table".into(),
                 }
             })?;
-            let wanted = condition.terms();
-            let field = match wanted.subfield_suffix {
-                "" => Some(handles.exact),
-                TAIL => handles.tail,
-                GRAM => handles.gram,
-                PINYIN => handles.pinyin,
-                _ => None,
-            }
-            .ok_or_else(|| IndexerError::InvalidCondition {
-                field: condition.field.clone(),
-                reason: "this match mode is not indexed for the field".into(),
-            })?;
-            for term in wanted.terms {
-                let query: Box<dyn Query> = if wanted.prefix {
-                    single_term = None;
-                    Box::new(prefix_query(field, &term))
+            let field_of = |wanted: &ConditionTerms| {
+                match wanted.subfield_suffix {
+                    "" => Some(handles.exact),
+                    TAIL => handles.tail,
+                    GRAM => handles.gram,
+                    PINYIN => handles.pinyin,
+                    INITIALS => handles.initials,
+                    _ => None,
+                }
+                .ok_or_else(|| IndexerError::InvalidCondition {
+                    field: condition.field.clone(),
+                    reason: "this match mode is not indexed for the field".into(),
+                })
+            };
+            let query_of = |field: Field, wanted: &ConditionTerms, term: &str| -> Box<dyn Query> {
+                if wanted.prefix {
+                    Box::new(prefix_query(field, term))
                 } else {
-                    let term = Term::from_field_text(field, &term);
-                    single_term = Some(term.clone());
-                    Box::new(TermQuery::new(term, IndexRecordOption::Basic))
-                };
-                clauses.push((Occur::Must, query));
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(field, term),
+                        IndexRecordOption::Basic,
+                    ))
+                }
+            };
+            let mut alternatives = condition.terms();
+            if alternatives.len() == 1
+                && let Some(wanted) = alternatives.pop()
+            {
+                let field = field_of(&wanted)?;
+                for term in &wanted.terms {
+                    single_term = (!wanted.prefix).then(|| Term::from_field_text(field, term));
+                    clauses.push((Occur::Must, query_of(field, &wanted, term)));
+                }
+                continue;
+            }
+            // Alternatives (a pinyin lookup: an initials or a full spelling): any one of them,
+            // each with all of its terms.
+            let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+            for wanted in &alternatives {
+                let field = field_of(wanted)?;
+                let all: Vec<(Occur, Box<dyn Query>)> = wanted
+                    .terms
+                    .iter()
+                    .map(|term| (Occur::Must, query_of(field, wanted, term)))
+                    .collect();
+                any.push((Occur::Should, Box::new(BooleanQuery::new(all))));
+            }
+            if !any.is_empty() {
+                single_term = None;
+                clauses.push((Occur::Must, Box::new(BooleanQuery::new(any))));
             }
         }
         if clauses.is_empty() {
