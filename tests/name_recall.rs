@@ -9,7 +9,7 @@ mod util;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use recall_set::{Mode, Person, Typed};
+use recall_set::{Person, Typed};
 use serde_json::json;
 use util::{Server, client, send};
 
