@@ -9,7 +9,7 @@
 
 use std::io::{self, Write};
 
-use hbidx_schema::normalize::mask_pii_in_text;
+use hbidx_schema::mask::mask_pii_in_text;
 use tracing_subscriber::fmt::MakeWriter;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

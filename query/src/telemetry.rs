@@ -111,7 +111,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         Counter,
         "table, kind, match",
         "Lookup conditions evaluated, by field kind (phone, idcard, name, keyword) and match \
-         mode (exact, prefix, partial, pinyin, suffix); a batch counts each value.",
+         mode (exact, prefix, partial, pinyin, pinyin_prefix, suffix); a batch counts each value.",
     ),
     doc(
         "hbidx_lookup_hits",

@@ -9,6 +9,10 @@
 //! - [`split`]: pre-split calculators, region routing and the hotspot report.
 //! - [`ddl`]: HBase shell `create` statements.
 //! - [`normalize`]: phone / PRC idcard / name normalisers and validators.
+//! - [`hanzi`]: Han characters in names: traditional → simplified folding, which characters
+//!   are Han (whitespace between them is dropped).
+//! - [`mask`]: phone and idcard masks for the few log lines that name a value, and the log
+//!   writer's last line of defence ([`mask::mask_pii_in_text`]).
 //! - [`blind`]: the key of blind fields, whose index holds keyed hashes instead of values.
 //! - [`model`]: the mutation model shared by the store, the change feed, the Kafka sources and
 //!   the indexer. It lives here, at the bottom of the crate graph, so nothing imports back up.
@@ -20,6 +24,8 @@ pub mod blind;
 pub mod codec;
 pub mod config;
 pub mod ddl;
+pub mod hanzi;
+pub mod mask;
 pub mod model;
 pub mod normalize;
 pub mod split;
@@ -37,9 +43,10 @@ pub use ddl::create_statement;
 /// The config hbidx runs with when given none (`deploy/config/hbidx.toml`): the demo's `user`
 /// table, also the example every doc starts from.
 pub const EXAMPLE_CONFIG: &str = include_str!("../../deploy/config/hbidx.toml");
+pub use mask::{mask_idcard, mask_phone};
 pub use normalize::{
-    NormalizeError, idcard_check_digit, mask_idcard, mask_phone, normalize_idcard,
-    normalize_keyword, normalize_name, normalize_phone,
+    NormalizeError, idcard_check_digit, normalize_idcard, normalize_keyword, normalize_name,
+    normalize_phone,
 };
 pub use split::{
     HotspotReport, Region, RegionMap, SplitError, decimal_string_split, hex_string_split,

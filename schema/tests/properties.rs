@@ -299,7 +299,7 @@ proptest! {
         before in "[a-z =:\"{,]{0,12}",
         after in "[a-z =:\"},]{0,12}",
     ) {
-        use hbidx_schema::normalize::mask_pii_in_text;
+        use hbidx_schema::mask::mask_pii_in_text;
         let phone = format!("1{second}{rest}");
         let spelled = match spelling {
             0 => phone.clone(),

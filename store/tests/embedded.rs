@@ -879,5 +879,8 @@ fn flushing_memtables_leaves_them_empty_and_the_rows_readable_after_reopen() {
     let store = open(dir.path());
     let reopened = store.memory().memtable_bytes;
     assert!(reopened < 1024, "{reopened}");
-    assert_eq!(value_of(&store, "r0499", "info:name").as_deref(), Some("v499"));
+    assert_eq!(
+        value_of(&store, "r0499", "info:name").as_deref(),
+        Some("v499")
+    );
 }

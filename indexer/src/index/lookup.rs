@@ -28,7 +28,7 @@ use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, DocSet, SegmentReader, Term};
 
-use crate::analysis::{Condition, GRAM, PINYIN, TAIL};
+use crate::analysis::{Condition, GRAM, INITIALS, PINYIN, TAIL};
 use crate::error::{IndexerError, Result};
 
 use super::searcher::{LookupPage, TableSearcher};
@@ -47,18 +47,18 @@ enum Terms {
     },
 }
 
-/// One AND-ed part of a lookup: the documents that hold any of its terms.
+/// One AND-ed part of a lookup: the documents that hold any of its terms, in any of its
+/// sub-fields (a pinyin lookup is its initials or its full spelling).
 struct Clause {
-    field: Field,
-    terms: Terms,
+    parts: Vec<(Field, Terms)>,
     /// The condition it comes from, to check a candidate's row state against.
     condition: usize,
 }
 
 /// A clause's terms in each segment, as far as they were read.
 struct Counted {
-    /// Per segment, the clause's terms (exact: at most one).
-    infos: Vec<Vec<TermInfo>>,
+    /// Per segment, the clause's terms with their sub-fields.
+    infos: Vec<Vec<(Field, TermInfo)>>,
     /// Documents of those terms over all segments, deleted ones included.
     docs: u64,
     /// Whether every term was read; false once `docs` passed the bound.
@@ -109,9 +109,18 @@ impl TableSearcher {
         // it is checked on the candidates' states, and streaming the rest of its terms (a
         // surname's thousands of names) would cost more than the lookup.
         let mut counting: Vec<usize> = (0..clauses.len()).collect();
-        counting.sort_by_key(|&i| match &clauses[i].terms {
-            Terms::Exact(_) => (0, 0),
-            Terms::Range { lower, .. } => (1, usize::MAX - lower.len()),
+        counting.sort_by_key(|&i| {
+            let ranges = clauses[i]
+                .parts
+                .iter()
+                .filter_map(|(_, terms)| match terms {
+                    Terms::Exact(_) => None,
+                    Terms::Range { lower, .. } => Some(lower.len()),
+                });
+            match ranges.min() {
+                None => (0, 0),
+                Some(shortest) => (1, usize::MAX - shortest),
+            }
         });
         let mut counted: Vec<Option<Counted>> = (0..clauses.len()).map(|_| None).collect();
         let mut narrowest: Option<u64> = None;
@@ -144,11 +153,7 @@ impl TableSearcher {
         let mut ords: Vec<u64> = Vec::new();
         for (segment_ord, (segment, column)) in segments.iter().zip(columns.iter()).enumerate() {
             let Some(column) = column else { continue };
-            let mut docs = segment_docs(
-                segment,
-                &clauses[driver],
-                &counted[driver].infos[segment_ord],
-            )?;
+            let mut docs = segment_docs(segment, &counted[driver].infos[segment_ord])?;
             if let Some(alive) = segment.alive_bitset() {
                 docs.retain(|&doc| alive.is_alive(doc));
             }
@@ -161,17 +166,17 @@ impl TableSearcher {
                 let complete = counted[other].complete;
                 if complete && infos.len() <= 1 {
                     // One term: its postings, skipped forward to each candidate in turn.
-                    let Some(info) = infos.first() else {
+                    let Some((field, info)) = infos.first() else {
                         docs.clear();
                         break;
                     };
                     let mut postings = segment
-                        .inverted_index(clause.field)?
+                        .inverted_index(*field)?
                         .read_postings_from_terminfo(info, IndexRecordOption::Basic)
                         .map_err(tantivy::TantivyError::from)?;
                     docs.retain(|&doc| postings.doc() <= doc && postings.seek(doc) == doc);
                 } else if complete && docs.len() * STATE_READ_TERMS >= infos.len() {
-                    let holders = segment_docs(segment, clause, infos)?;
+                    let holders = segment_docs(segment, infos)?;
                     docs.retain(|doc| holders.binary_search(doc).is_ok());
                 } else {
                     // Too broad to read by its postings, or a range of many terms beside a few
@@ -232,27 +237,53 @@ impl TableSearcher {
                 .by_name
                 .get(&condition.field)
                 .ok_or_else(|| invalid("not an indexed field of this table"))?;
-            let wanted = condition.terms();
-            let field = match wanted.subfield_suffix {
-                "" => Some(handles.exact),
-                TAIL => handles.tail,
-                GRAM => handles.gram,
-                PINYIN => handles.pinyin,
-                _ => None,
-            }
-            .ok_or_else(|| invalid("this match mode is not indexed for the field"))?;
-            for term in wanted.terms {
-                let terms = if wanted.prefix {
+            let sub_field = |suffix: &str| {
+                match suffix {
+                    "" => Some(handles.exact),
+                    TAIL => handles.tail,
+                    GRAM => handles.gram,
+                    PINYIN => handles.pinyin,
+                    INITIALS => handles.initials,
+                    _ => None,
+                }
+                .ok_or_else(|| invalid("this match mode is not indexed for the field"))
+            };
+            let terms_of = |term: String, prefix: bool| {
+                if prefix {
                     Terms::Range {
                         upper: prefix_upper(&term),
                         lower: term.into_bytes(),
                     }
                 } else {
                     Terms::Exact(term.into_bytes())
-                };
+                }
+            };
+            let mut alternatives = condition.terms();
+            if alternatives.len() == 1
+                && let Some(wanted) = alternatives.pop()
+            {
+                // Every term must be present (a partial lookup's grams): a clause each.
+                let field = sub_field(wanted.subfield_suffix)?;
+                for term in wanted.terms {
+                    clauses.push(Clause {
+                        parts: vec![(field, terms_of(term, wanted.prefix))],
+                        condition: index,
+                    });
+                }
+                continue;
+            }
+            // Alternatives (a pinyin lookup: its initials or its full spelling), one term each:
+            // one clause, any of them.
+            let mut parts = Vec::with_capacity(alternatives.len());
+            for wanted in alternatives {
+                let field = sub_field(wanted.subfield_suffix)?;
+                let [term] = <[String; 1]>::try_from(wanted.terms)
+                    .map_err(|_| invalid("a lookup alternative must be one term"))?;
+                parts.push((field, terms_of(term, wanted.prefix)));
+            }
+            if !parts.is_empty() {
                 clauses.push(Clause {
-                    field,
-                    terms,
+                    parts,
                     condition: index,
                 });
             }
@@ -291,17 +322,20 @@ fn count_clause(segments: &[SegmentReader], clause: &Clause, bound: u64) -> Resu
     };
     for segment in segments {
         let mut infos = Vec::new();
-        if counted.complete {
-            let inverted = segment.inverted_index(clause.field)?;
-            match &clause.terms {
+        for (field, terms) in &clause.parts {
+            if !counted.complete {
+                break;
+            }
+            let inverted = segment.inverted_index(*field)?;
+            match terms {
                 Terms::Exact(bytes) => {
-                    let term = Term::from_field_bytes(clause.field, bytes);
+                    let term = Term::from_field_bytes(*field, bytes);
                     if let Some(info) = inverted
                         .get_term_info(&term)
                         .map_err(tantivy::TantivyError::from)?
                     {
                         counted.docs += u64::from(info.doc_freq);
-                        infos.push(info);
+                        infos.push((*field, info));
                     }
                 }
                 Terms::Range { lower, upper } => {
@@ -314,7 +348,7 @@ fn count_clause(segments: &[SegmentReader], clause: &Clause, bound: u64) -> Resu
                     while counted.docs <= bound && stream.advance() {
                         let info = stream.value().clone();
                         counted.docs += u64::from(info.doc_freq);
-                        infos.push(info);
+                        infos.push((*field, info));
                     }
                 }
             }
@@ -327,18 +361,11 @@ fn count_clause(segments: &[SegmentReader], clause: &Clause, bound: u64) -> Resu
 
 /// The documents of `segment` holding any of `infos`' terms, sorted, without duplicates
 /// (deleted ones included).
-fn segment_docs(
-    segment: &SegmentReader,
-    clause: &Clause,
-    infos: &[TermInfo],
-) -> Result<Vec<DocId>> {
+fn segment_docs(segment: &SegmentReader, infos: &[(Field, TermInfo)]) -> Result<Vec<DocId>> {
     let mut docs = Vec::new();
-    if infos.is_empty() {
-        return Ok(docs);
-    }
-    let inverted = segment.inverted_index(clause.field)?;
-    for info in infos {
-        let mut postings = inverted
+    for (field, info) in infos {
+        let mut postings = segment
+            .inverted_index(*field)?
             .read_block_postings_from_terminfo(info, IndexRecordOption::Basic)
             .map_err(tantivy::TantivyError::from)?;
         loop {
@@ -350,8 +377,8 @@ fn segment_docs(
             postings.advance();
         }
     }
-    // One term's postings are sorted; several terms' (a range, a row with several pinyin
-    // spellings) are merged here.
+    // One term's postings are sorted; several terms' (a range, a name's initials and full
+    // spelling) are merged here.
     if infos.len() > 1 {
         docs.sort_unstable();
         docs.dedup();

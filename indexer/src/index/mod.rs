@@ -17,7 +17,7 @@
 //!   schema say which columns `_state` covers, so changing `covered` is a schema change and the
 //!   server rebuilds the index, which fills the new columns in.
 //! - one raw field per indexed field with its normalised value, plus kind-specific sub-fields
-//!   (`__tail`, `__gram`, `__py`) built by `analysis.rs`. A phone field's own field is declared
+//!   (`__tail`, `__gram`, `__py`, `__ini`) built by `analysis/`. A phone field's own field is declared
 //!   and left empty: its reversed digits in `__tail` answer exact lookups too.
 
 use std::path::Path;

@@ -8,19 +8,20 @@ use tantivy::schema::{
     BytesOptions, Field, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
 };
 
-use crate::analysis::{GRAM, PINYIN, TAIL};
+use crate::analysis::{GRAM, INITIALS, PINYIN, TAIL};
 
 /// The tantivy fields of one indexed field.
 #[derive(Debug, Clone)]
 pub(super) struct FieldHandles {
     pub(super) column: String,
     pub(super) kind: FieldKind,
-    /// The field's terms are keyed hashes (`analysis.rs`), kept as such in the row state.
+    /// The field's terms are keyed hashes (`analysis/blind.rs`), kept as such in the row state.
     pub(super) blind: bool,
     pub(super) exact: Field,
     pub(super) tail: Option<Field>,
     pub(super) gram: Option<Field>,
     pub(super) pinyin: Option<Field>,
+    pub(super) initials: Option<Field>,
 }
 
 #[derive(Debug)]
@@ -33,7 +34,7 @@ pub(super) struct Fields {
     pub(super) by_name: HashMap<String, FieldHandles>,
 }
 
-/// A term field whose terms hbidx makes itself (see `analysis.rs`): untokenised, postings
+/// A term field whose terms hbidx makes itself (see `analysis/`): untokenised, postings
 /// without frequencies or positions, and no field norms. Lookups never score, so norms (one
 /// byte per document and field, written at every commit and merge) would be paid for nothing.
 fn raw_terms() -> TextOptions {
@@ -75,10 +76,10 @@ pub(super) fn build_schema(table: &TableConfig) -> (Schema, Fields) {
         let exact = builder.add_text_field(name, raw_terms());
         let mut sub =
             |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), raw_terms()));
-        let (tail, gram, pinyin) = match field.kind {
-            FieldKind::Phone => (sub(TAIL), None, None),
-            FieldKind::Name => (None, sub(GRAM), sub(PINYIN)),
-            FieldKind::Idcard | FieldKind::Keyword => (None, None, None),
+        let (tail, gram, pinyin, initials) = match field.kind {
+            FieldKind::Phone => (sub(TAIL), None, None, None),
+            FieldKind::Name => (None, sub(GRAM), sub(PINYIN), sub(INITIALS)),
+            FieldKind::Idcard | FieldKind::Keyword => (None, None, None, None),
         };
         by_name.insert(
             name.clone(),
@@ -90,6 +91,7 @@ pub(super) fn build_schema(table: &TableConfig) -> (Schema, Fields) {
                 tail,
                 gram,
                 pinyin,
+                initials,
             },
         );
     }

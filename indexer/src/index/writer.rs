@@ -321,7 +321,7 @@ impl TableIndexWriter {
             let raw = String::from_utf8_lossy(raw);
             match analysis::field_terms(handles.kind, &raw) {
                 Ok(terms) => {
-                    // A phone's exact lookups use its reversed digits (`analysis.rs`); its base
+                    // A phone's exact lookups use its reversed digits (`analysis/`); its base
                     // field stays in the schema, empty, so indexes written before still open.
                     if handles.kind != FieldKind::Phone {
                         doc.add_text(handles.exact, &terms.exact);
@@ -329,7 +329,11 @@ impl TableIndexWriter {
                     if let (Some(field), Some(tail)) = (handles.tail, &terms.tail) {
                         doc.add_text(field, tail);
                     }
-                    let pairs = [(handles.gram, &terms.gram), (handles.pinyin, &terms.pinyin)];
+                    let pairs = [
+                        (handles.gram, &terms.gram),
+                        (handles.pinyin, &terms.pinyin),
+                        (handles.initials, &terms.initials),
+                    ];
                     for (field, values) in pairs {
                         if let Some(field) = field {
                             for value in values {

@@ -18,6 +18,7 @@ fn match_label(condition: &Condition) -> &'static str {
         ConditionOp::Prefix(_) => "prefix",
         ConditionOp::Partial(_) => "partial",
         ConditionOp::Pinyin(_) => "pinyin",
+        ConditionOp::PinyinPrefix(_) => "pinyin_prefix",
     }
 }
 

@@ -70,7 +70,10 @@ pub(crate) fn plan<'a>(
     let mode = match request.match_mode.as_deref() {
         None => MatchMode::Exact,
         Some(text) => MatchMode::parse(text).ok_or_else(|| {
-            ApiError::bad_request("match", "must be exact, prefix, partial or pinyin")
+            ApiError::bad_request(
+                "match",
+                "must be exact, prefix, partial, pinyin or pinyin_prefix",
+            )
         })?,
     };
     let per_value = request.limit_per_value.unwrap_or(limits.default_page);

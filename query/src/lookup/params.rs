@@ -102,7 +102,10 @@ pub(crate) fn parse_rows_query(
         match name.as_str() {
             "match" => {
                 mode = MatchMode::parse(value).ok_or_else(|| {
-                    ApiError::bad_request("match", "must be exact, prefix, partial or pinyin")
+                    ApiError::bad_request(
+                        "match",
+                        "must be exact, prefix, partial, pinyin or pinyin_prefix",
+                    )
                 })?;
             }
             "limit" => {

@@ -100,14 +100,21 @@ impl Consistency {
 }
 
 /// How a `name` (or keyword) value is matched. Phone and idcard fields always match exactly
-/// (a phone's last digits go in `phone_suffix`).
+/// (a phone's last digits go in `phone_suffix`). `exact`: the whole name; `prefix`: names
+/// starting with it; `partial`: names containing it; `pinyin`: names whose full pinyin or
+/// initials are the letters (`zhangsan`, `zs`); `pinyin_prefix`: names whose full pinyin starts
+/// with them (`zhang`, `zhangs`). Pinyin ignores case, spaces and tones, takes ü as `v`, `ü` or
+/// `u:`, and a plain `u` after `l`/`n` matches ü too.
+/// Names match with traditional characters folded to simplified and spaces between Chinese
+/// characters ignored.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum MatchParam {
     Exact,
     Prefix,
     Partial,
     Pinyin,
+    PinyinPrefix,
 }
 
 /// The query parameters of `GET /v1/tables/{table}/rows`. The handler reads the query string as
@@ -129,7 +136,8 @@ pub struct LookupParams {
     /// A PRC resident identity card number (18 characters, checksum verified).
     #[param(min_length = 1, example = "11010519491231002X")]
     idcard: Option<String>,
-    /// A name; how it matches is set by `match`.
+    /// A name; how it matches is set by `match`. Traditional characters and spaces between
+    /// Chinese characters don't matter (`張 三` finds 张三).
     #[param(min_length = 1, example = "张三")]
     name: Option<String>,
     /// Match mode of name and keyword fields.
