@@ -17,7 +17,7 @@
 //! max_connections_per_client = 1024  # of those, from one client address; more are closed
 //! header_timeout_ms = 5000           # a request's head must arrive within this (idle too)
 //! body_timeout_ms = 30000            # a request's body must arrive within this
-//! max_lookup_matches = 10000         # matches one lookup may walk; more: 400
+//! max_lookup_matches = 20000         # matches one lookup may walk; more: 400
 //! max_batch_matches = 100000         # matches one batch lookup may walk, all values together
 //! ```
 
@@ -74,16 +74,18 @@ pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::fro
 /// bytes to hold a connection.
 pub const DEFAULT_REQUEST_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Matches one lookup may walk when `max_lookup_matches` doesn't say:
-/// a one-character name prefix over a few hundred thousand rows. Rows are not stored in rowkey
-/// order, so a lookup's first page costs every match it has; walking this many costs about a
-/// millisecond of CPU (~100 ns a match), and a lookup that matches more is refused with a 400
-/// asking for a narrower value or another condition, as a search box asks for more letters.
-pub const DEFAULT_MAX_LOOKUP_MATCHES: usize = 10_000;
+/// Matches one lookup may walk when `max_lookup_matches` doesn't say: a surname prefix, in
+/// characters or pinyin, over a table of a few hundred thousand people. Rows are not stored in
+/// rowkey order, so a lookup's first page costs every match it has: this many cost from a few
+/// tenths of a millisecond (one common value's postings) to ~10 ms (a prefix over mostly
+/// distinct names, a dictionary step each) of one worker. A lookup that matches more is refused
+/// with a 400 asking for a narrower value or another condition, as a search box asks for more
+/// letters.
+pub const DEFAULT_MAX_LOOKUP_MATCHES: usize = 20_000;
 
 /// Matches one batch lookup may walk, its values together, when `max_batch_matches` doesn't
-/// say: ten broad lookups, some 10 ms of CPU. Without it a batch of 1000 values, each within
-/// its own bound, could take seconds.
+/// say: five broad lookups' worth. Without it a batch of 1000 values, each within its own
+/// bound, could take seconds.
 pub const DEFAULT_MAX_BATCH_MATCHES: usize = 100_000;
 
 /// Why `[server] rowkey_cache_mb` is refused: the rowkey cache is a part of `[memory]`, whose
