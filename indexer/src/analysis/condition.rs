@@ -216,6 +216,19 @@ impl Condition {
             }
             ConditionOp::Exact(value) => ConditionTerms::one("", value.clone(), false),
             ConditionOp::Suffix(digits) => ConditionTerms::one(TAIL, reversed_digits(digits), true),
+            // A short prefix is the name itself or one `__head` term (see the module docs).
+            ConditionOp::Prefix(prefix) if prefix.chars().count() <= super::HEAD_CHARS => vec![
+                ConditionTerms {
+                    subfield_suffix: "",
+                    terms: vec![prefix.clone()],
+                    prefix: false,
+                },
+                ConditionTerms {
+                    subfield_suffix: super::HEAD,
+                    terms: vec![prefix.clone()],
+                    prefix: false,
+                },
+            ],
             ConditionOp::Prefix(prefix) => ConditionTerms::one("", prefix.clone(), true),
             ConditionOp::Partial(part) => vec![ConditionTerms {
                 subfield_suffix: GRAM,

@@ -21,8 +21,11 @@
 //!   term less per row is ~5% less indexing CPU, since unique terms are what the term
 //!   dictionary's FST build pays for.)
 //! - idcard, keyword: the normalised value (exact).
-//! - name: the normalised name (exact; a prefix lookup is a range over these terms); character
-//!   1-grams and 2-grams in `__gram`; full pinyin spellings in `__py` and pinyin initials in
+//! - name: the normalised name (exact; a prefix lookup is a range over these terms); its first
+//!   character in `__head` when the name is longer (so a one-character prefix, a surname, the
+//!   broadest lookup there is, reads one term's postings instead of a range over every distinct
+//!   name that starts with it; a term for the first two characters too would cost ~12% more
+//!   indexing CPU, being nearly as distinct as the names); character 1-grams and 2-grams in `__gram`; full pinyin spellings in `__py` and pinyin initials in
 //!   `__ini` (`zhangsan` and `zs` find 张三 with `match=pinyin`, `zhang` with
 //!   `match=pinyin_prefix`: a prefix range over the full spellings).
 //!
@@ -50,6 +53,12 @@ pub const TAIL: &str = "__tail";
 pub const GRAM: &str = "__gram";
 /// Full pinyin spellings: a pinyin prefix lookup walks a prefix range of these.
 pub const PINYIN: &str = "__py";
+/// A name's first [`HEAD_CHARS`] characters, when the name is longer: a prefix lookup of that
+/// many characters is one term here (or the exact name itself).
+pub const HEAD: &str = "__head";
+/// The prefix `__head` keeps: a surname's first character. Longer prefixes are narrow enough
+/// for a range over the exact names.
+pub const HEAD_CHARS: usize = 1;
 /// Pinyin initials, apart from the full spellings so that a prefix range over those never
 /// meets an initials term (`zs` must not find `zsf`).
 pub const INITIALS: &str = "__ini";
@@ -61,6 +70,8 @@ pub struct FieldTerms {
     /// Phone digits reversed, for suffix lookups.
     pub tail: Option<String>,
     pub gram: Vec<String>,
+    /// The name's leading characters (`__head`).
+    pub head: Vec<String>,
     /// Full pinyin spellings (`__py`).
     pub pinyin: Vec<String>,
     /// Pinyin initials (`__ini`).
@@ -77,6 +88,12 @@ pub fn field_terms(kind: FieldKind, raw: &str) -> Result<FieldTerms, normalize::
         }
         FieldKind::Name => {
             terms.gram = grams(&exact);
+            terms.head = exact
+                .char_indices()
+                .skip(1)
+                .take(HEAD_CHARS)
+                .map(|(end, _)| exact[..end].to_string())
+                .collect();
             let spellings = pinyin_spellings(&exact);
             terms.pinyin = spellings.full;
             terms.initials = spellings.initials;
@@ -103,6 +120,12 @@ mod tests {
         assert!(terms.gram.contains(&"张三".to_string()), "{terms:?}");
         assert_eq!(terms.pinyin, vec!["zhangsanfeng"]);
         assert_eq!(terms.initials, vec!["zsf"]);
+        assert_eq!(terms.head, vec!["张"]);
+        assert_eq!(
+            field_terms(FieldKind::Name, "张三").unwrap().head,
+            vec!["张"]
+        );
+        assert!(field_terms(FieldKind::Name, "张").unwrap().head.is_empty());
         let latin = field_terms(FieldKind::Name, "John  SMITH").unwrap();
         assert_eq!(latin.exact, "john smith");
         assert!(latin.pinyin.is_empty() && latin.initials.is_empty());

@@ -28,7 +28,7 @@ use tantivy::postings::TermInfo;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocAddress, DocId, DocSet, SegmentReader, Term};
 
-use crate::analysis::{Condition, GRAM, INITIALS, PINYIN, TAIL};
+use crate::analysis::{Condition, GRAM, HEAD, INITIALS, PINYIN, TAIL};
 use crate::error::{IndexerError, Result};
 
 use super::searcher::{LookupPage, TableSearcher};
@@ -244,6 +244,7 @@ impl TableSearcher {
                     GRAM => handles.gram,
                     PINYIN => handles.pinyin,
                     INITIALS => handles.initials,
+                    HEAD => handles.head,
                     _ => None,
                 }
                 .ok_or_else(|| invalid("this match mode is not indexed for the field"))

@@ -8,7 +8,7 @@ use tantivy::schema::{
     BytesOptions, Field, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
 };
 
-use crate::analysis::{GRAM, INITIALS, PINYIN, TAIL};
+use crate::analysis::{GRAM, HEAD, INITIALS, PINYIN, TAIL};
 
 /// The tantivy fields of one indexed field.
 #[derive(Debug, Clone)]
@@ -22,6 +22,7 @@ pub(super) struct FieldHandles {
     pub(super) gram: Option<Field>,
     pub(super) pinyin: Option<Field>,
     pub(super) initials: Option<Field>,
+    pub(super) head: Option<Field>,
 }
 
 #[derive(Debug)]
@@ -76,10 +77,10 @@ pub(super) fn build_schema(table: &TableConfig) -> (Schema, Fields) {
         let exact = builder.add_text_field(name, raw_terms());
         let mut sub =
             |suffix: &str| Some(builder.add_text_field(&format!("{name}{suffix}"), raw_terms()));
-        let (tail, gram, pinyin, initials) = match field.kind {
-            FieldKind::Phone => (sub(TAIL), None, None, None),
-            FieldKind::Name => (None, sub(GRAM), sub(PINYIN), sub(INITIALS)),
-            FieldKind::Idcard | FieldKind::Keyword => (None, None, None, None),
+        let (tail, gram, pinyin, initials, head) = match field.kind {
+            FieldKind::Phone => (sub(TAIL), None, None, None, None),
+            FieldKind::Name => (None, sub(GRAM), sub(PINYIN), sub(INITIALS), sub(HEAD)),
+            FieldKind::Idcard | FieldKind::Keyword => (None, None, None, None, None),
         };
         by_name.insert(
             name.clone(),
@@ -92,6 +93,7 @@ pub(super) fn build_schema(table: &TableConfig) -> (Schema, Fields) {
                 gram,
                 pinyin,
                 initials,
+                head,
             },
         );
     }

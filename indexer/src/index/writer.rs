@@ -331,6 +331,7 @@ impl TableIndexWriter {
                     }
                     let pairs = [
                         (handles.gram, &terms.gram),
+                        (handles.head, &terms.head),
                         (handles.pinyin, &terms.pinyin),
                         (handles.initials, &terms.initials),
                     ];
