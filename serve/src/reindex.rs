@@ -456,7 +456,7 @@ pub fn rebuild_outdated(
     std::fs::remove_file(index_dir.join(READY))
         .with_context(|| format!("removing the {READY} marker in {}", index_dir.display()))?;
     std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
-    tracing::info!(table = %table.name, rows = scanned, secs = started.elapsed().as_secs_f64(), "rebuilt the index from the store");
+    tracing::info!(table = %table.name, rows = scanned, ms = started.elapsed().as_millis() as u64, "rebuilt the index from the store");
     Ok(())
 }
 
