@@ -879,6 +879,19 @@ fn lookups_walk_at_most_their_bound() {
     assert!(!expected.is_empty());
     assert_eq!(both.rowkeys, expected);
     assert!(both.walked <= 50, "{}", both.walked);
+    // A two-character prefix is a range over the names; past the bound its candidates are
+    // checked on their states.
+    let zhangwei = condition(&table, "name", MatchMode::Prefix, false, "张伟");
+    let (name_24, phone_24) = row(24);
+    assert_eq!(name_24, "张伟");
+    let tail_24 = phone_24[7..].to_string();
+    let tail_of_24 = condition(&table, "phone", MatchMode::Exact, true, &tail_24);
+    let ranged = searcher
+        .lookup(&[zhangwei, tail_of_24], 100, None, 50)
+        .unwrap();
+    let expected = matching(&|name, phone| name.starts_with("张伟") && phone.ends_with(&tail_24));
+    assert!(!expected.is_empty());
+    assert_eq!(ranged.rowkeys, expected);
     // An exact name within the bound filters by its postings instead.
     let exact = name(&table, "张伟");
     let with_exact = searcher.lookup(&[exact, tail], 100, None, 300).unwrap();

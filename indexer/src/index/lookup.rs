@@ -12,10 +12,11 @@
 //! 10k, answered or refused, and no structure is sized by the table (tantivy's range query
 //! would build a bitset of every document of each segment per lookup).
 //!
-//! The other clauses filter the narrowest one's documents: a clause of at most `max_matches`
-//! documents by its postings; a broader one (a surname prefix beside a phone tail) by reading
-//! each candidate's row state and checking the condition on its value, at most `max_matches`
-//! reads.
+//! The other clauses filter the narrowest one's documents: exact terms (a common name, a
+//! surname's `__head` term) by seeking their postings to each candidate, however many documents
+//! they hold; a prefix range of at most `max_matches` documents by its postings; a broader range
+//! by reading each candidate's row state and checking the condition on its value, at most
+//! `max_matches` reads.
 //!
 //! The counts include deleted documents (replaced versions of updated rows) until segments
 //! merge, so on a table with many recent updates a lookup near the bound may be refused until
@@ -53,6 +54,15 @@ struct Clause {
     parts: Vec<(Field, Terms)>,
     /// The condition it comes from, to check a candidate's row state against.
     condition: usize,
+}
+
+impl Clause {
+    /// No prefix range: every term is read at counting, however broad.
+    fn exact_only(&self) -> bool {
+        self.parts
+            .iter()
+            .all(|(_, terms)| matches!(terms, Terms::Exact(_)))
+    }
 }
 
 /// A clause's terms in each segment, as far as they were read.
@@ -164,17 +174,23 @@ impl TableSearcher {
                 let clause = &clauses[other];
                 let infos = &counted[other].infos[segment_ord];
                 let complete = counted[other].complete;
-                if complete && infos.len() <= 1 {
-                    // One term: its postings, skipped forward to each candidate in turn.
-                    let Some((field, info)) = infos.first() else {
-                        docs.clear();
-                        break;
-                    };
-                    let mut postings = segment
-                        .inverted_index(*field)?
-                        .read_postings_from_terminfo(info, IndexRecordOption::Basic)
-                        .map_err(tantivy::TantivyError::from)?;
-                    docs.retain(|&doc| postings.doc() <= doc && postings.seek(doc) == doc);
+                if clause.exact_only() {
+                    // Exact terms (however many documents they hold): their postings, each
+                    // skipped forward to the candidates in turn.
+                    let mut postings = Vec::with_capacity(infos.len());
+                    for (field, info) in infos {
+                        postings.push(
+                            segment
+                                .inverted_index(*field)?
+                                .read_postings_from_terminfo(info, IndexRecordOption::Basic)
+                                .map_err(tantivy::TantivyError::from)?,
+                        );
+                    }
+                    docs.retain(|&doc| {
+                        postings
+                            .iter_mut()
+                            .any(|postings| postings.doc() <= doc && postings.seek(doc) == doc)
+                    });
                 } else if complete && docs.len() * STATE_READ_TERMS >= infos.len() {
                     let holders = segment_docs(segment, infos)?;
                     docs.retain(|doc| holders.binary_search(doc).is_ok());
@@ -324,7 +340,9 @@ fn count_clause(segments: &[SegmentReader], clause: &Clause, bound: u64) -> Resu
     for segment in segments {
         let mut infos = Vec::new();
         for (field, terms) in &clause.parts {
-            if !counted.complete {
+            // Exact terms are read whatever their counts (one probe each): a broad one still
+            // filters other clauses' candidates by a postings seek.
+            if !counted.complete && matches!(terms, Terms::Range { .. }) {
                 break;
             }
             let inverted = segment.inverted_index(*field)?;
