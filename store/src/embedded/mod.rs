@@ -459,12 +459,20 @@ impl EmbeddedStore {
         let (feed, last) = match origin {
             TableOrigin::Configured => {
                 let feed = db.keyspace(&format!("feed.{escaped}"), options)?;
-                let last_in_feed = match feed.last_key_value() {
-                    Some(guard) => decode_seq(name, &guard.key()?)?,
-                    None => 0,
-                };
                 let trimmed = match meta.get(trimmed_key(name))? {
                     Some(value) => decode_seq("<meta>", &value)?,
+                    None => 0,
+                };
+                // Only above the trimmed floor: below it every event is a tombstone until
+                // fjall compacts them away, and walking back over them from the end (what
+                // `last_key_value` does on a fully trimmed feed) took seconds per 10M rows at
+                // every start.
+                let above_floor = match trimmed.checked_add(1) {
+                    Some(first) => feed.range(first.to_be_bytes()..).next_back(),
+                    None => None,
+                };
+                let last_in_feed = match above_floor {
+                    Some(guard) => decode_seq(name, &guard.key()?)?,
                     None => 0,
                 };
                 (Some(feed), last_in_feed.max(trimmed))
