@@ -210,7 +210,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "hbidx_source_event_time_lag_seconds",
         Gauge,
         "table, source, partition",
-        "Now minus the event time of the last event read, while there is lag; 0 when caught up.",
+        "Now minus the event time of the last event read, while there is lag; 0 when caught up. From Kafka the event time is the message's timestamp (when its producer, hbidx or the HBase Kafka Proxy, sent it), not the HBase cell's.",
     ),
     doc(
         "hbidx_source_checkpoint_offset",
