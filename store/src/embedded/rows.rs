@@ -311,6 +311,12 @@ impl EmbeddedStore {
     /// Waits at most `wait`: a flush that can't finish (a full volume) leaves its writes in
     /// the journal, which the next open replays as after a crash.
     pub fn flush_memtables(&self, wait: std::time::Duration) -> Result<()> {
+        if self.check_writable().is_err() {
+            // A failed write halted fjall: no flush can succeed, and waiting for one would
+            // only hold the stop for `wait`. The journal keeps every acknowledged write.
+            self.db.persist(PersistMode::SyncAll)?;
+            return Ok(());
+        }
         let tables: Vec<Arc<Table>> = self.registry().by_name.values().cloned().collect();
         let keyspaces = || {
             tables
