@@ -9,6 +9,9 @@
 #   CHAOS_ONLY=disk,broker bash scripts/chaos.sh  # only those faults (kill, reindex, idle,
 #                                               # broker, hbase, disk), to find which one a
 #                                               # failure needs
+#   CHAOS_FORMAT=proxy bash scripts/chaos.sh    # events as the HBase Kafka Proxy writes them
+#                                               # (proxy) or hbidx JSON (json); default: by
+#                                               # the seed's parity
 #
 # Loopback only. Needs root (it mounts a 64 MB tmpfs for the data directory) and tansu with
 # SQLite storage, which `scripts/test.sh --setup` installs.
