@@ -35,7 +35,7 @@ fn hbase_config(dir: &Path, thrift: &str, namespace: &str) -> String {
         &format!("namespace = \"{namespace}\""),
     );
     let text = format!(
-        "{example}\n[store]\nkind = \"hbase\"\nthrift = \"{thrift}\"\ntimeout_ms = 1500\nretries = 1\nbreaker_failures = 3\nbreaker_open_ms = 500\n"
+        "{example}\n[store]\nkind = \"hbase\"\nthrift = \"{thrift}\"\ntimeout_ms = 1500\nretries = 1\nbreaker_failures = 3\nbreaker_open_ms = 500\nscan_caching = 7\n"
     );
     let path = dir.join(format!("hbase-{namespace}.toml"));
     std::fs::write(&path, text).unwrap();
@@ -90,6 +90,16 @@ fn thrift_store_serves_lookups_writes_repairs_and_survives_an_outage() {
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("50 rows"), "{out}");
+    // `scan_caching = 7`: 50 rows in pages of 7, each read while the one before is indexed.
+    let log = sidecar.log_text();
+    let scanned = log
+        .lines()
+        .find(|line| line.contains("scanned the store"))
+        .unwrap_or_else(|| panic!("no `scanned the store` line in:\n{log}"));
+    assert!(
+        scanned.contains("rows=50") && scanned.contains("pages=8"),
+        "{scanned}"
+    );
 
     // Lookup: index → rowkey → getRowsWithColumns, with projection.
     let (status, body) = lookup(

@@ -261,8 +261,8 @@ fn table_runtime(state: &SharedState, table_name: &str) -> Result<hbidx_query::T
         .ok_or_else(|| anyhow!("unknown table {table_name}"))
 }
 
-/// Rows per scan batch of a store reindex.
-const SCAN_BATCH: usize = 1000;
+/// Rows per batch of the start-up rebuild's scan and of the deletes copied into a shadow.
+const SCAN_BATCH: usize = hbidx_schema::config::DEFAULT_SCAN_CACHING as usize;
 
 async fn run_store(
     state: &SharedState,
@@ -291,6 +291,7 @@ async fn run_store(
     let name = table_name.to_string();
     let live_searcher = runtime.searcher.clone();
     let own = own_range.clone();
+    let scan_rows = wiring.scan_rows;
     tokio::task::spawn_blocking(move || -> Result<()> {
         if shadow.exists() {
             std::fs::remove_dir_all(&shadow)
@@ -309,16 +310,34 @@ async fn run_store(
             start,
             stop,
             columns: Some(columns),
-            batch: SCAN_BATCH,
+            batch: scan_rows,
             ..Default::default()
         };
         let mut scanned = 0u64;
-        loop {
+        // One batch ahead: the next batch is read from the store while this one is indexed, so
+        // a scan over Thrift (HBase answering in tens of µs a row) and the indexing (about
+        // ten) overlap instead of adding up. At most two batches are in memory.
+        let scan = |request: hbidx_store::ScanRequest| {
+            let (rows, name) = (rows.clone(), name.clone());
+            handle.spawn(async move { rows.scan(&name, &request).await })
+        };
+        let mut next = Some(scan(request.clone()));
+        let (mut waited, mut indexing, mut pages) = (Duration::ZERO, Duration::ZERO, 0u64);
+        while let Some(pending) = next.take() {
             // This is a blocking thread, not a runtime worker, so waiting on the async store
-            // here is allowed and keeps the scan strictly sequential.
+            // here is allowed.
+            let wait_started = Instant::now();
             let batch = handle
-                .block_on(rows.scan(&name, &request))
+                .block_on(pending)
+                .context("the scan task")?
                 .with_context(|| format!("scanning table {name}"))?;
+            waited += wait_started.elapsed();
+            pages += 1;
+            if let Some(start) = batch.next_start {
+                request.start = start;
+                next = Some(scan(request.clone()));
+            }
+            let index_started = Instant::now();
             for row in batch.rows {
                 writer.apply_repair(&row_as_puts(&name, row))?;
                 scanned += 1;
@@ -328,15 +347,23 @@ async fn run_store(
             if writer.uncommitted_ops() >= REBUILD_COMMIT_ROWS {
                 writer.commit()?;
             }
+            indexing += index_started.elapsed();
             jobs_state.jobs.update(job, |j| {
                 j.done = scanned;
                 j.total = j.total.max(scanned);
             });
-            match batch.next_start {
-                Some(next) => request.start = next,
-                None => break,
-            }
         }
+        // What bounds a rebuild: time spent waiting for the store's next batch (the store or
+        // the network is the limit; a larger scan batch or a faster store helps) against time
+        // spent indexing (this process's CPU is the limit).
+        tracing::info!(
+            table = %name,
+            rows = scanned,
+            pages,
+            store_wait_ms = waited.as_millis() as u64,
+            indexing_ms = indexing.as_millis() as u64,
+            "scanned the store"
+        );
         jobs_state.jobs.update(job, |j| j.phase = "checking".into());
         writer.commit()?;
         let indexed = searcher.stats().rows;

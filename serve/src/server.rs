@@ -50,6 +50,8 @@ pub struct Wiring {
     pub writer_options: WriterOptions,
     /// `[cluster]` with this instance's identity: only its shard's rows are indexed.
     pub cluster: Option<hbidx_schema::config::ClusterConfig>,
+    /// Rows per page of a store reindex's scan (`[store] scan_caching` for HBase).
+    pub scan_rows: usize,
 }
 
 impl Wiring {
@@ -278,6 +280,12 @@ pub fn open_with_rows(
         policy: policy.clone(),
         writer_options: writer_options.clone(),
         cluster: config.cluster.clone(),
+        scan_rows: match &config.store {
+            hbidx_schema::config::StoreConfig::Hbase(hbase) => hbase.scan_caching as usize,
+            hbidx_schema::config::StoreConfig::Embedded => {
+                hbidx_schema::config::DEFAULT_SCAN_CACHING as usize
+            }
+        },
     });
     let mut indexers = HashMap::new();
     let mut tables = Vec::new();

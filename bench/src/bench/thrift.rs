@@ -6,7 +6,7 @@ use hbidx_schema::config::HbidxConfig;
 use serde_json::json;
 
 use super::BenchArgs;
-use super::bulk::batch_lookups;
+use super::bulk::{batch_lookups, scan_reindex};
 use super::http::BenchServer;
 use super::lookups::{Scheduling, run_wrk, write_wrk_script};
 use crate::bench::Row;
@@ -97,6 +97,58 @@ pub(super) async fn thrift_lookups(
         .await?;
     }
     thrift_server.stop().await?;
+    thrift_reindex(
+        config,
+        table,
+        security,
+        http_threads,
+        client,
+        &gateway,
+        data_dir,
+        report,
+    )
+    .await?;
+    Ok(())
+}
+
+/// A reindex by table scan with the rows over Thrift1: a second instance, `[store] kind =
+/// "hbase"` on the gateway, rebuilds its index of the table from a scan through `HbaseStore`,
+/// as `reindex --from-store` does beside an HBase cluster. What bounds it (the scan or the
+/// indexing) is in the instance's log line "scanned the store".
+#[allow(clippy::too_many_arguments)]
+async fn thrift_reindex(
+    config: &HbidxConfig,
+    table: &hbidx_schema::config::TableConfig,
+    security: &hbidx_query::auth::SecurityConfig,
+    http_threads: &hbidx_serve::HttpThreads,
+    client: &reqwest::Client,
+    gateway: &hbidx_gateway::GatewayServer,
+    data_dir: &std::path::Path,
+    report: &mut Vec<Row>,
+) -> Result<()> {
+    let mut over_thrift = config.clone();
+    over_thrift.store = hbidx_store::StoreConfig::Hbase(hbidx_store::HbaseConfig::new(
+        gateway.local_addr().to_string(),
+    ));
+    over_thrift.sources.clear();
+    let dir = data_dir.join("over-thrift");
+    let instance = hbidx_serve::open(
+        &over_thrift,
+        &dir,
+        &hbidx_indexer::CommitPolicy::default(),
+        hbidx_query::auth::Auth::new(security),
+    )?;
+    let server = BenchServer::start(instance.state.clone(), http_threads.clone()).await?;
+    let base = format!("http://{}", server.addr);
+    let mut rows = Vec::new();
+    scan_reindex(client, &base, &table.name, &mut rows).await?;
+    report.extend(
+        rows.into_iter()
+            .map(|row| relabel(row, "reindex by table scan, rows over Thrift1")),
+    );
+    server.stop().await?;
+    drop(instance);
+    std::fs::remove_dir_all(&dir).ok();
     Ok(())
 }
 

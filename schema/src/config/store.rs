@@ -12,6 +12,7 @@
 //! # protocol = "binary"        # or "compact" (hbase.regionserver.thrift.compact)
 //! # breaker_failures = 5       # consecutive transport failures that open the breaker
 //! # breaker_open_ms = 5000     # how long it stays open before one trial call
+//! # scan_caching = 1000        # rows per scanner page of a reindex --from-store
 //! ```
 
 use std::time::Duration;
@@ -76,6 +77,10 @@ impl std::str::FromStr for ThriftProtocol {
     }
 }
 
+/// Rows per scanner page of a store scan. A page is one Thrift call (open, fetch, close): a
+/// thousand rows keep the per-call overhead to about 1% of the rows' own transfer.
+pub const DEFAULT_SCAN_CACHING: u32 = 1000;
+
 /// How to reach an HBase Thrift1 server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HbaseConfig {
@@ -90,6 +95,10 @@ pub struct HbaseConfig {
     pub protocol: ThriftProtocol,
     pub breaker_failures: u32,
     pub breaker_open: Duration,
+    /// Rows per scanner page when `reindex --from-store` scans HBase (HBase's
+    /// `hbase.client.scanner.caching`): one page is one call, so it must come back within
+    /// `timeout`.
+    pub scan_caching: u32,
 }
 
 impl HbaseConfig {
@@ -105,6 +114,7 @@ impl HbaseConfig {
             protocol: ThriftProtocol::Binary,
             breaker_failures: 5,
             breaker_open: Duration::from_millis(5000),
+            scan_caching: DEFAULT_SCAN_CACHING,
         }
     }
 }
@@ -122,6 +132,7 @@ pub(crate) struct RawStore {
     protocol: Option<String>,
     breaker_failures: Option<i64>,
     breaker_open_ms: Option<i64>,
+    scan_caching: Option<i64>,
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
@@ -150,6 +161,7 @@ impl StoreConfig {
                     ("pool_size", raw.pool_size.is_some()),
                     ("transport", raw.transport.is_some()),
                     ("protocol", raw.protocol.is_some()),
+                    ("scan_caching", raw.scan_caching.is_some()),
                 ];
                 if let Some((key, _)) = stray.iter().find(|(_, set)| *set) {
                     return Err(invalid(key, "only applies to kind = \"hbase\""));
@@ -185,6 +197,13 @@ impl StoreConfig {
                     3_600_000,
                     5000,
                 )?);
+                config.scan_caching = bounded(
+                    raw.scan_caching,
+                    "scan_caching",
+                    1,
+                    100_000,
+                    u64::from(DEFAULT_SCAN_CACHING),
+                )? as u32;
                 config.transport = match raw.transport.as_deref() {
                     None | Some("buffered") => ThriftTransport::Buffered,
                     Some("framed") => ThriftTransport::Framed,
@@ -248,6 +267,30 @@ mod tests {
             parse("[store]\nkind = \"embedded\"").unwrap(),
             StoreConfig::Embedded
         );
+    }
+
+    #[test]
+    fn scan_caching_is_bounded_and_hbase_only() {
+        let StoreConfig::Hbase(hbase) =
+            parse("[store]\nkind = \"hbase\"\nthrift = \"h:9090\"\nscan_caching = 5000").unwrap()
+        else {
+            panic!("hbase expected")
+        };
+        assert_eq!(hbase.scan_caching, 5000);
+        let StoreConfig::Hbase(default) =
+            parse("[store]\nkind = \"hbase\"\nthrift = \"h:9090\"").unwrap()
+        else {
+            panic!("hbase expected")
+        };
+        assert_eq!(default.scan_caching, DEFAULT_SCAN_CACHING);
+        for text in [
+            "[store]\nkind = \"hbase\"\nthrift = \"h:9090\"\nscan_caching = 0",
+            "[store]\nkind = \"hbase\"\nthrift = \"h:9090\"\nscan_caching = 100001",
+            "[store]\nkind = \"embedded\"\nscan_caching = 100",
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains("store.scan_caching"), "{text}: {error}");
+        }
     }
 
     #[test]
