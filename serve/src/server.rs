@@ -523,11 +523,22 @@ impl Instance {
         let _prober = self.state.peers.clone().map(hbidx_query::spawn_prober);
         http.run(shutdown_signal()).await?;
         tracing::info!("shutting down: committing indexes");
-        self.shutdown_indexers().await
+        self.shutdown_for_exit().await
     }
 
-    /// Final commit of every table's index, and the indexer threads stopped.
+    /// Final commit of every table's index, the indexer threads stopped, and their merges
+    /// finished: the data dir may be reopened in this process.
     pub async fn shutdown_indexers(self) -> Result<()> {
+        self.stop_indexers(IndexerHandle::shutdown).await
+    }
+
+    /// As [`Instance::shutdown_indexers`] before the process exits: merges still running are
+    /// not waited for ([`IndexerHandle::shutdown_for_exit`]).
+    pub async fn shutdown_for_exit(self) -> Result<()> {
+        self.stop_indexers(IndexerHandle::shutdown_for_exit).await
+    }
+
+    async fn stop_indexers(self, stop: fn(IndexerHandle)) -> Result<()> {
         let handles: Vec<IndexerHandle> = self
             .indexers
             .lock()
@@ -540,7 +551,7 @@ impl Instance {
         // and the journal fsynced here, which also leaves the next start nothing to replay.
         let store = self.embedded.clone();
         tokio::task::spawn_blocking(move || {
-            handles.into_iter().for_each(IndexerHandle::shutdown);
+            handles.into_iter().for_each(stop);
             store.map_or(Ok(()), |store| store.flush_memtables(SHUTDOWN_FLUSH_WAIT))
         })
         .await

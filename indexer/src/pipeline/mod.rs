@@ -130,6 +130,8 @@ pub struct IndexerHandle {
     pub indexed: watch::Receiver<Checkpoint>,
     publish: Arc<watch::Sender<Checkpoint>>,
     stop: Arc<AtomicBool>,
+    /// Set before `stop` when the process is exiting: the thread then leaves merges running.
+    exiting: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -140,8 +142,23 @@ impl IndexerHandle {
         (self.publish.clone(), self.stats.clone())
     }
 
-    /// Stops the loop after a final commit and waits for it.
+    /// Stops the loop after a final commit and waits for it, and for the index's merges: the
+    /// index directory may be moved or reopened next (a reindex swap, a restart in-process).
     pub fn shutdown(mut self) {
+        self.join();
+    }
+
+    /// Stops the loop after a final commit and waits for it, but not for merges still
+    /// running: the process is about to exit. A merge at 10M rows takes about a minute, more
+    /// than an orchestrator's grace period (Kubernetes: 30 s) before its SIGKILL; the final
+    /// commit already holds every event, and a merge cut short leaves only unreferenced files,
+    /// which the next start's first commit garbage-collects, as after kill -9.
+    pub fn shutdown_for_exit(mut self) {
+        self.exiting.store(true, Ordering::SeqCst);
+        self.join();
+    }
+
+    fn join(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
@@ -225,9 +242,11 @@ fn start(
     publish.send_replace(writer.checkpoint().clone());
     let indexed = publish.subscribe();
     let stop = Arc::new(AtomicBool::new(false));
+    let exiting = Arc::new(AtomicBool::new(false));
     let thread = {
         let stats = stats.clone();
         let stop = stop.clone();
+        let exiting = exiting.clone();
         let table_for_thread = table.clone();
         let publish = publish.clone();
         std::thread::Builder::new()
@@ -245,7 +264,14 @@ fn start(
                     metrics.as_ref(),
                 )
                 .run();
-                if let Err(err) = writer.finish() {
+                if exiting.load(Ordering::SeqCst) {
+                    if writer.compacting() {
+                        tracing::info!(table = %table_for_thread, "leaving the running compaction to the next start");
+                    }
+                    // Dropping the writer stops its merges from being committed (tantivy's
+                    // segment updater is killed); the process exit ends their threads.
+                    drop(writer);
+                } else if let Err(err) = writer.finish() {
                     tracing::warn!(table = %table_for_thread, error = %err, "waiting for index merges failed");
                 }
             })
@@ -260,6 +286,7 @@ fn start(
         indexed,
         publish,
         stop,
+        exiting,
         thread: Some(thread),
     })
 }
