@@ -50,7 +50,6 @@ mod util;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -62,6 +61,7 @@ use rand_chacha::ChaCha8Rng;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use serde_json::{Value, json};
+use util::broker::Broker;
 use util::tmpfs::Tmpfs;
 use util::{Server, TEST_API_KEY, cli, free_port, report_count, start_hbase_standin};
 
@@ -312,90 +312,6 @@ impl OpSource {
 
 // ---------------------------------------------------------------------------------------------
 // The processes
-
-/// tansu with SQLite storage in `dir`, so that a restarted broker has its log.
-struct Broker {
-    dir: PathBuf,
-    addr: String,
-    child: Option<Child>,
-}
-
-impl Broker {
-    fn binary() -> String {
-        std::env::var("HBIDX_TANSU").unwrap_or_else(|_| "/opt/tansu/bin/tansu".to_string())
-    }
-
-    fn start(dir: &Path) -> Broker {
-        std::fs::create_dir_all(dir).unwrap();
-        let mut broker = Broker {
-            dir: dir.to_path_buf(),
-            addr: format!("127.0.0.1:{}", free_port()),
-            child: None,
-        };
-        broker.launch();
-        broker
-    }
-
-    fn launch(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("tansu.log"))
-            .unwrap();
-        let child = Command::new(Self::binary())
-            .current_dir(&self.dir)
-            .args(["broker", "--listener-url"])
-            .arg(format!("tcp://{}", self.addr))
-            .arg("--advertised-listener-url")
-            .arg(format!("tcp://{}", self.addr))
-            .args(["--storage-engine", "sqlite://tansu.db"])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|err| {
-                panic!(
-                    "{} does not start ({err}); `bash scripts/test.sh --setup` installs it",
-                    Self::binary()
-                )
-            });
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(&self.addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "tansu did not listen on {}; log:\n{}",
-                self.addr,
-                std::fs::read_to_string(self.dir.join("tansu.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Stops the broker, with SIGTERM (a clean stop) or SIGKILL.
-    fn stop(&mut self, kill: bool) {
-        if let Some(mut child) = self.child.take() {
-            if kill {
-                let _ = child.kill();
-            } else {
-                let _ = Command::new("kill")
-                    .args(["-TERM", &child.id().to_string()])
-                    .status();
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                let _ = child.kill();
-            }
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.stop(true);
-    }
-}
 
 /// The hbidx under test: started on a fixed address so that its clients keep their URL across
 /// restarts.

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use hbidx_schema::model::CellOp;
 use serde_json::{Value, json};
-use util::kafka::{Producer, create_topic, json_source, unique_topic, write_config};
+use util::broker::Broker;
+use util::kafka::{
+    Producer, create_topic, create_topic_with, json_source, unique_topic, write_config,
+};
 use util::{Server, eventually, get, get_text, post, put};
 
 const TS0: i64 = 1_700_000_000_000;
@@ -826,4 +829,128 @@ fn a_topic_created_after_start_is_found_and_indexed() {
         "{}",
         server.log_text()
     );
+}
+
+/// A put of `key` with a phone of its own, as hbidx JSON.
+fn phone_put(key: u32) -> Vec<u8> {
+    json_event(
+        "user",
+        key,
+        key as usize,
+        &Op::Put(vec![("info:phone", phone(key, 0))]),
+    )
+}
+
+/// hbidx is stopped longer than the topic keeps events: the broker's retention deletes events
+/// it never read, and the consumer resumes at the oldest offset left. Those writes reach the
+/// index by no path, so the gap is reported (error log naming the offsets and the repair,
+/// status, metric) and the events after it are indexed as usual.
+#[test]
+#[ignore = "needs tansu with SQLite storage: scripts/test.sh installs it and runs it"]
+fn events_deleted_by_retention_before_they_were_read_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = Broker::start(&dir.path().join("broker"));
+    let topic = "aged";
+    create_topic_with(
+        &broker.addr,
+        topic,
+        1,
+        &[("cleanup.policy", "delete"), ("retention.ms", "2000")],
+    );
+    let brokers = broker.addr.clone();
+    let producer = || {
+        rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &brokers)
+            .set("acks", "all")
+            .set("batch.num.messages", "1")
+            .set("linger.ms", "0")
+            .create::<rdkafka::producer::BaseProducer>()
+            .expect("producer")
+    };
+    let produce = |keys: std::ops::Range<u32>| {
+        use rdkafka::producer::Producer as _;
+        let producer = producer();
+        for key in keys {
+            let payload = phone_put(key);
+            let record_key = format!("u{key}");
+            producer
+                .send(
+                    rdkafka::producer::BaseRecord::to(topic)
+                        .key(&record_key)
+                        .payload(&payload),
+                )
+                .expect("queued");
+        }
+        producer
+            .flush(Duration::from_secs(30))
+            .expect("acknowledged");
+    };
+    let sources = format!(
+        "[[sources]]\nkind = \"kafka\"\nbrokers = \"{}\"\ntopic = \"{topic}\"\nformat = \"json\"\ntable = \"user\"\n",
+        broker.addr
+    );
+    let config = write_config(dir.path(), &[], &sources);
+    let data = dir.path().join("data");
+
+    // Offsets 0..5 indexed and committed, then hbidx stops.
+    produce(0..5);
+    let server = serve(&data, &config);
+    wait_caught_up(&server, "user", 1, Duration::from_secs(60));
+    server.stop();
+    // Offsets 5..12 while it is down; they outlive the retention, and the restarted broker's
+    // maintenance deletes everything older than it.
+    produce(5..12);
+    std::thread::sleep(Duration::from_millis(3000));
+    broker.stop(false);
+    broker.launch();
+    let consumer: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &broker.addr)
+        .create()
+        .expect("consumer");
+    use rdkafka::consumer::Consumer as _;
+    // (Asked after new events: tansu answers 0/0 for a partition it emptied.)
+    produce(12..15);
+    let (low, high) = consumer
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .expect("watermarks");
+    assert_eq!((low, high), (12, 15), "the broker deleted the aged events");
+
+    let server = serve(&data, &config);
+    let status = wait_caught_up(&server, "user", 1, Duration::from_secs(60));
+    let table = &status["tables"]["user"];
+    assert_eq!(table["retention_lost"], 7, "{status}");
+    assert_eq!(table["partitions"][0]["retention_lost"], 7, "{status}");
+    let log = server.log_text();
+    let line = log
+        .lines()
+        .find(|line| line.contains("the topic's retention deleted events"))
+        .unwrap_or_else(|| panic!("no retention error in the log:\n{log}"));
+    for part in [
+        "first_lost_offset=5",
+        "last_lost_offset=11",
+        "events=7",
+        "hbidx verify user --full --repair",
+    ] {
+        assert!(line.contains(part), "{part} missing from: {line}");
+    }
+    let (_, text) = get_text(&server.url("/metrics"));
+    let lost: f64 = hbidx_query::parse_exposition(&text)
+        .iter()
+        .filter(|s| {
+            s.name == "hbidx_source_retention_lost_events_total" && s.label("table") == Some("user")
+        })
+        .map(|s| s.value)
+        .sum();
+    assert_eq!(lost, 7.0, "{text}");
+    // What was read is indexed; what retention deleted is not.
+    let found = |key: u32| {
+        let (status, body) = get(&server.url(&format!(
+            "/v1/tables/user/rows?phone={}&index_only=true",
+            phone(key, 0)
+        )));
+        assert_eq!(status, 200, "{body}");
+        body["count"] == 1
+    };
+    assert!((0..5).chain(12..15).all(found), "read events are indexed");
+    assert!(!(5..12).any(found), "deleted events can't be indexed");
 }

@@ -221,6 +221,7 @@ fn count_lines(path: &Path) -> std::io::Result<u64> {
 #[derive(Debug, Default, Clone)]
 struct PartitionCounters {
     dead_letters: u64,
+    retention_lost: u64,
     other_table: u64,
     foreign_skipped: u64,
     last_event_ms: Option<i64>,
@@ -397,6 +398,12 @@ impl KafkaSource {
             // Exported at 0 from the start, so `rate()` and "no dead letters" both work before
             // the first one.
             dead_letter_counter(&config.table, &name).increment(0);
+            metrics::counter!(
+                "hbidx_source_retention_lost_events_total",
+                "table" => config.table.clone(),
+                "source" => name.clone(),
+            )
+            .increment(0);
         }
         Ok(Self {
             name,
@@ -497,6 +504,49 @@ impl KafkaSource {
                 tracing::error!(source = %self.name, error = %err, "assign failed; retrying")
             }
         }
+    }
+
+    /// Offsets jumped from `last` to `next` in `partition`. Offsets have gaps of their own
+    /// (transaction markers, compacted topics), so a gap alone says nothing; a gap that starts
+    /// below the partition's oldest offset does: retention deleted events this index never
+    /// read (hbidx was stopped, or behind, for longer than the topic keeps events), and the
+    /// consumer resumed at the oldest one left. Their writes reach the index by no path, so
+    /// say so loudly and count them: `verify --full --repair` brings the rows back in line.
+    /// Checked on the watermark connection only when offsets jump, which is rare.
+    fn check_retention_gap(&mut self, partition: i32, last: i64, next: i64) {
+        let low = match self.watermarks.fetch_watermarks(
+            &self.config.topic,
+            partition,
+            Duration::from_secs(2),
+        ) {
+            Ok((low, _)) => low,
+            Err(err) => {
+                tracing::warn!(source = %self.name, partition, error = %err, "offsets jumped; cannot read the partition's oldest offset to tell whether retention deleted unread events");
+                return;
+            }
+        };
+        let lost_until = low.min(next);
+        if lost_until <= last + 1 {
+            return;
+        }
+        let lost = (lost_until - last - 1) as u64;
+        self.counters.entry(partition).or_default().retention_lost += lost;
+        metrics::counter!(
+            "hbidx_source_retention_lost_events_total",
+            "table" => self.config.table.clone(),
+            "source" => self.name.clone(),
+        )
+        .increment(lost);
+        tracing::error!(
+            source = %self.name,
+            table = %self.config.table,
+            partition,
+            first_lost_offset = last + 1,
+            last_lost_offset = lost_until - 1,
+            events = lost,
+            "the topic's retention deleted events this index had not read; their writes are missing from the index until `hbidx verify {} --full --repair` (or a reindex from the store)",
+            self.config.table
+        );
     }
 
     /// Indexes only the rows of `range` (this instance's shard of the table, `[cluster]`);
@@ -717,15 +767,16 @@ impl Source for KafkaSource {
             }
             let partition = message.partition();
             let offset = message.offset();
-            {
+            let previous = {
                 let mut returned = lock(&self.positions.returned);
                 // A message at or below what was already handed over is a redelivery (after a
                 // seek); the index has it, so drop it.
                 if returned.get(&partition).is_some_and(|last| offset <= *last) {
                     continue;
                 }
-                returned.insert(partition, offset);
-            }
+                returned.insert(partition, offset)
+            };
+            let gap_after = previous.filter(|last| offset > last + 1 && !self.replay);
             let timestamp = message.timestamp().to_millis();
             let mut payload = std::mem::take(&mut self.scratch);
             payload.clear();
@@ -734,6 +785,9 @@ impl Source for KafkaSource {
                 true
             });
             drop(message);
+            if let Some(last) = gap_after {
+                self.check_retention_gap(partition, last, offset);
+            }
             self.take_message(
                 partition,
                 offset,
@@ -799,6 +853,7 @@ impl Source for KafkaSource {
                 dead_letters: c.dead_letters,
                 other_table: c.other_table,
                 foreign_skipped: c.foreign_skipped,
+                retention_lost: c.retention_lost,
             })
             .collect()
     }

@@ -66,6 +66,9 @@ pub struct PartitionReport {
     pub other_table: u64,
     /// Events for rows of another shard (`[cluster]`), skipped.
     pub foreign_skipped: u64,
+    /// Events the topic's retention deleted before this index read them (see
+    /// `KafkaSource::poll`): they reached the index by no path.
+    pub retention_lost: u64,
 }
 
 /// Wraps a log source (Kafka) for a table kept in the embedded store: every polled mutation is

@@ -478,6 +478,9 @@ pub struct TableIndexerStatus {
     pub dead_letters: u64,
     /// With `[cluster]`: events and repairs for other shards' rows, not indexed here.
     pub foreign_skipped: u64,
+    /// Events the topic's retention deleted before this index read them, since start: their
+    /// writes are missing until `verify --full --repair`.
+    pub retention_lost: u64,
     /// Live rows in the committed index.
     pub rows: u64,
     pub docs: u64,
@@ -548,6 +551,7 @@ async fn indexer_status(
                 dead_letters: partitions.iter().map(|p| p.dead_letters).sum(),
                 foreign_skipped: stats.foreign_skipped.load(Ordering::Relaxed)
                     + partitions.iter().map(|p| p.foreign_skipped).sum::<u64>(),
+                retention_lost: partitions.iter().map(|p| p.retention_lost).sum(),
                 partitions,
                 rows: stats.rows.load(Ordering::Relaxed),
                 docs: stats.docs.load(Ordering::Relaxed),

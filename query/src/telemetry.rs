@@ -225,6 +225,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "Undecodable events written to the dead-letter file.",
     ),
     doc(
+        "hbidx_source_retention_lost_events_total",
+        Counter,
+        "table, source",
+        "Events the topic's retention deleted before this index read them (offsets resumed above the checkpoint, below the partition's oldest offset): their writes are missing from the index until `verify --full --repair`. Alert on any increase.",
+    ),
+    doc(
         "hbidx_store_call_duration_seconds",
         Histogram,
         "store, op",

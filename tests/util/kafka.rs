@@ -33,6 +33,11 @@ pub fn create_topic(name: &str, partitions: i32) {
 
 /// Creates a topic on the broker at `brokers`.
 pub fn create_topic_on(brokers: &str, name: &str, partitions: i32) {
+    create_topic_with(brokers, name, partitions, &[])
+}
+
+/// Creates a topic on the broker at `brokers` with topic configs (`retention.ms` …).
+pub fn create_topic_with(brokers: &str, name: &str, partitions: i32, configs: &[(&str, &str)]) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()
@@ -43,7 +48,10 @@ pub fn create_topic_on(brokers: &str, name: &str, partitions: i32) {
         .unwrap();
     let results = runtime
         .block_on(admin.create_topics(
-            &[NewTopic::new(name, partitions, TopicReplication::Fixed(1))],
+            &[configs.iter().fold(
+                NewTopic::new(name, partitions, TopicReplication::Fixed(1)),
+                |topic, (key, value)| topic.set(key, value),
+            )],
             &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
         ))
         .unwrap_or_else(|err| {

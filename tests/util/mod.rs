@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod broker;
 pub mod browser;
 pub mod kafka;
 pub mod tmpfs;

@@ -85,6 +85,10 @@ pub struct PartitionStatus {
     /// Events for rows outside this instance's shard (`[cluster]`), skipped: another shard
     /// indexes them.
     pub foreign_skipped: u64,
+    /// Events the topic's retention deleted before this index read them, since this process
+    /// started: the index misses their writes until `verify --full --repair` (or a reindex
+    /// from the store) brings them in.
+    pub retention_lost: u64,
 }
 
 /// Counters of one table's indexer, read by the status endpoint and the metrics exporter.

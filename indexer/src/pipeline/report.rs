@@ -133,6 +133,7 @@ pub(super) fn update_partitions(
                 dead_letters: report.dead_letters,
                 other_table: report.other_table,
                 foreign_skipped: report.foreign_skipped,
+                retention_lost: report.retention_lost,
             }
         })
         .collect();
