@@ -467,13 +467,17 @@ fn rust_thrift_client_reads_writes_scans_and_gets_clear_errors() {
         .unwrap_err();
     assert!(io_message(error).contains("checkAndPut"));
     let filtered = TScan {
-        filter_string: Some(b"PrefixFilter('s')".to_vec()),
+        filter_string: Some(b"PrefixFilter(s)".to_vec()),
         ..scan("", "", None, None)
     };
     let error = client
         .scanner_open_with_scan(t(), filtered, no_attributes())
         .unwrap_err();
-    assert!(io_message(error).contains("filterString"));
+    assert_eq!(
+        io_message(error),
+        "IllegalArgumentException: filter string, byte 13: PrefixFilter expected a quoted \
+         string ('…'), found `s`"
+    );
     let error = client
         .get_row(b"nope".to_vec(), b"r".to_vec(), no_attributes())
         .unwrap_err();
