@@ -4,6 +4,8 @@
 use hbase_thrift::hbase::{AlreadyExists, IOError, IllegalArgument};
 use hbidx_store::StoreError;
 
+use crate::filter::FilterError;
+
 /// A failed call, as the Thrift exception the client gets.
 #[derive(Debug)]
 pub(crate) enum Failure {
@@ -69,6 +71,14 @@ impl From<StoreError> for Failure {
                 Failure::Io(error.to_string())
             }
         }
+    }
+}
+
+impl From<FilterError> for Failure {
+    fn from(error: FilterError) -> Self {
+        // HBase's ParseFilter throws IllegalArgumentException; its Thrift server answers that
+        // without the message, which names the byte at fault here.
+        Failure::Io(format!("IllegalArgumentException: {error}"))
     }
 }
 

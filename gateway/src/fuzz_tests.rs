@@ -102,3 +102,73 @@ fn compact_requests_never_panic() {
         prop_oneof![request(true), proptest::collection::vec(any::<u8>(), 0..64)],
     );
 }
+
+/// Filter strings: arbitrary bytes, filter-like text, and valid filters combined with AND, OR,
+/// SKIP and WHILE, which then run over rows (the fuzz/fuzz_targets/filter_string.rs path).
+#[test]
+fn filter_strings_never_panic() {
+    const FILTERS: &[&str] = &[
+        "KeyOnlyFilter()",
+        "FirstKeyOnlyFilter()",
+        "PrefixFilter('a')",
+        "ColumnPrefixFilter('')",
+        "MultipleColumnPrefixFilter('a', 'ab', 'q')",
+        "ColumnCountGetFilter(1)",
+        "ColumnPaginationFilter(1, 1)",
+        "ColumnRangeFilter('a', false, 'q', true)",
+        "InclusiveStopFilter('r')",
+        "PageFilter(1)",
+        "TimestampsFilter(1, 5)",
+        "RowFilter(>, 'binaryprefix:a')",
+        "FamilyFilter(=, 'regexstring:^c')",
+        "QualifierFilter(!=, 'substring:A')",
+        "ValueFilter(<=, 'binary:it''s')",
+        "DependentColumnFilter('cf', 'a', true)",
+        "SingleColumnValueFilter('cf', 'q', =, 'binary:val1', true, false)",
+        "SingleColumnValueExcludeFilter('cf', 'b', !=, 'binary:x')",
+    ];
+    let combined = (
+        proptest::collection::vec(
+            (
+                proptest::sample::select(vec!["", "SKIP ", "WHILE ", "SKIP WHILE "]),
+                proptest::sample::select(FILTERS.to_vec()),
+            ),
+            1..5,
+        ),
+        proptest::collection::vec(proptest::sample::select(vec![" AND ", " OR "]), 4),
+        any::<bool>(),
+    )
+        .prop_map(|(operands, operators, parenthesise)| {
+            let mut text = String::new();
+            for (index, (prefix, filter)) in operands.iter().enumerate() {
+                if index > 0 {
+                    text.push_str(operators[index - 1]);
+                }
+                if parenthesise && index == 1 {
+                    text.push('(');
+                }
+                text.push_str(prefix);
+                text.push_str(filter);
+            }
+            if parenthesise && operands.len() > 1 {
+                text.push(')');
+            }
+            text.into_bytes()
+        });
+    let strings = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..64),
+        "[A-Za-z()', =<>!:0-9-]{0,80}".prop_map(String::into_bytes),
+        combined,
+    ];
+    let mut runner = TestRunner::new(Config {
+        cases: 2048,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&strings, |bytes| {
+            crate::fuzzing::filter_string(&bytes);
+            Ok(())
+        })
+        .unwrap();
+}

@@ -92,3 +92,42 @@ impl RequestFuzzer {
         let _ = self.processor.process(&mut *input, &mut output);
     }
 }
+
+/// Parses `bytes` as a `TScan.filterString` and, when it parses, runs the filter over a few
+/// rows (two families, an empty qualifier, binary values) as a scanner would. An error is an
+/// answer; only a panic is a finding.
+pub fn filter_string(bytes: &[u8]) {
+    let Ok(mut filter) = crate::filter::ScanFilter::parse(bytes) else {
+        return;
+    };
+    let cell = |value: &[u8], ts: i64| hbidx_store::Cell {
+        value: value.to_vec(),
+        ts,
+    };
+    for (key, cells) in [
+        (
+            &b"a"[..],
+            vec![("cf:a", cell(b"1", 5)), ("cf:b", cell(b"it's", 6))],
+        ),
+        (
+            b"r\xff",
+            vec![("cf:", cell(b"\xff\x00", 1)), ("meta:m", cell(b"x", 9))],
+        ),
+        (
+            b"z",
+            vec![("cf1:q", cell(b"", 3)), ("cf:q", cell(b"val1", 4))],
+        ),
+    ] {
+        if filter.is_done() {
+            break;
+        }
+        let row = hbidx_store::Row {
+            rowkey: key.to_vec(),
+            cells: cells
+                .into_iter()
+                .map(|(column, cell)| (column.to_owned(), cell))
+                .collect(),
+        };
+        let _ = filter.apply(row, Some(8));
+    }
+}

@@ -38,8 +38,11 @@
 //! - Columns: `family:qualifier`; in reads and deletes a bare `family` (or `family:`, as
 //!   happybase documents it) means the whole family. Qualifiers must be UTF-8. An unknown family
 //!   is an error, as HBase's `NoSuchColumnFamilyException`.
-//! - `TScan.filterString` is not supported (an `IOError`), nor reversed scans. `TScan.batchSize`
-//!   cuts rows into partial rows as HBase's `Scan.setBatching` does.
+//! - `TScan.filterString` takes HBase's filter language (`ParseFilter`'s syntax and filters,
+//!   evaluated as an HBase 1.x region server does; see the `filter` module); a string that
+//!   doesn't parse is an `IOError` naming the byte offset. Reversed scans are not supported.
+//!   `TScan.batchSize` cuts rows, once filtered, into partial rows as HBase's
+//!   `Scan.setBatching` does.
 //!
 //! # Scanners
 //!
@@ -65,6 +68,7 @@
 mod admin;
 mod args;
 mod error;
+mod filter;
 mod handler;
 mod options;
 mod parse;

@@ -9,6 +9,7 @@ use hbase_thrift::hbase::{ScannerID, TRowResult, TScan};
 use hbidx_store::{ScanRequest, lock};
 
 use crate::error::{Answer, Failure};
+use crate::filter::ScanFilter;
 use crate::handler::Gateway;
 use crate::reads::ResultShape;
 
@@ -25,6 +26,8 @@ struct Scanner {
     request: ScanRequest,
     exhausted: bool,
     filter: ResultShape,
+    /// `TScan.filterString`, run on whole rows before `filter` cuts them into results.
+    row_filter: Option<ScanFilter>,
     /// Rows read from the store and not yet handed out.
     buffered: VecDeque<TRowResult>,
     last_used: Instant,
@@ -69,7 +72,7 @@ impl Gateway {
         before_ts: Option<i64>,
     ) -> Answer<ScannerID> {
         let shape = ResultShape::with_ts(before_ts);
-        self.open_scanner(table, request, columns, shape, DEFAULT_CACHING)
+        self.open_scanner(table, request, columns, shape, DEFAULT_CACHING, None)
     }
 
     fn open_scanner(
@@ -79,6 +82,7 @@ impl Gateway {
         columns: &[Vec<u8>],
         shape: ResultShape,
         caching: usize,
+        row_filter: Option<ScanFilter>,
     ) -> Answer<ScannerID> {
         let target = self.readable(table)?;
         request.columns = target.projection(columns)?;
@@ -88,6 +92,7 @@ impl Gateway {
             request,
             exhausted: false,
             filter: shape,
+            row_filter,
             buffered: VecDeque::new(),
             last_used: Instant::now(),
         };
@@ -146,12 +151,23 @@ impl Gateway {
             }
             let batch = self.store.scan_sync(&scanner.table, &scanner.request)?;
             let shape = scanner.filter;
+            let scanner = &mut *scanner;
             for row in batch.rows {
+                let row = match &mut scanner.row_filter {
+                    Some(row_filter) => match row_filter.apply(row, shape.before_ts) {
+                        Some(row) => row,
+                        None => continue,
+                    },
+                    None => row,
+                };
                 shape.results(row, &mut scanner.buffered);
             }
             match batch.next_start {
                 Some(next) => scanner.request.start = next,
                 None => scanner.exhausted = true,
+            }
+            if scanner.row_filter.as_ref().is_some_and(ScanFilter::is_done) {
+                scanner.exhausted = true;
             }
         }
         Ok(out)
@@ -189,16 +205,11 @@ pub(crate) fn scan_request(
 }
 
 pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> Answer<ScannerID> {
-    if scan
+    let row_filter = scan
         .filter_string
-        .as_ref()
-        .is_some_and(|filter| !filter.is_empty())
-    {
-        return Err(Failure::Io(
-            "TScan.filterString is not supported by the hbidx Thrift gateway; filter on the client"
-                .to_owned(),
-        ));
-    }
+        .as_deref()
+        .map(ScanFilter::parse)
+        .transpose()?;
     if scan.reversed.unwrap_or(false) {
         return Err(Failure::Io(
             "reversed scans are not supported by the hbidx Thrift gateway".to_owned(),
@@ -224,5 +235,6 @@ pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> An
         &scan.columns.unwrap_or_default(),
         shape,
         caching,
+        row_filter,
     )
 }
