@@ -52,6 +52,7 @@ fn start(kafka_topic: Option<&str>, lease: Duration, max_scanners: usize) -> Fix
     let spec = hbidx_store::TableSpec {
         name: table.name.clone(),
         families: Some(vec!["info".to_owned()]),
+        versions: Default::default(),
     };
     let store = Arc::new(
         EmbeddedStore::open_tables(dir.path(), &[spec], Default::default()).expect("store"),

@@ -121,7 +121,7 @@ pub(crate) fn validate_mutation(mutation: &Mutation) -> Result<()> {
 }
 
 /// The family part of a stored (hence validated) column name.
-fn family_of(column: &str) -> &str {
+pub(crate) fn family_of(column: &str) -> &str {
     column.split_once(':').map_or(column, |(family, _)| family)
 }
 
@@ -157,7 +157,7 @@ impl RowState {
     }
 
     /// The highest tombstone that applies to every cell of `family`.
-    fn floor_for_family(&self, family: &str) -> Option<i64> {
+    pub(crate) fn floor_for_family(&self, family: &str) -> Option<i64> {
         let family_tombstone = self.family_tombstones.get(family).copied();
         self.row_tombstone.max(family_tombstone)
     }
