@@ -64,6 +64,7 @@
 
 mod admin;
 mod args;
+mod atomic;
 mod error;
 mod handler;
 mod options;
@@ -88,3 +89,5 @@ mod fuzz_tests;
 pub mod fuzzing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hbase_semantics;

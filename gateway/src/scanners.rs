@@ -1,5 +1,5 @@
 //! Scanner leases: the map of open scanners, their expiry and cap, and reading the store in
-//! `caching`-sized batches as clients call for rows.
+//! `caching`-sized batches as clients call for rows, forwards or (`TScan.reversed`) backwards.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use hbidx_store::{ScanRequest, lock};
 
 use crate::error::{Answer, Failure};
 use crate::handler::Gateway;
-use crate::reads::ResultShape;
+use crate::reads::{ResultShape, VersionedRead};
 
 /// Rows a scanner reads from the store per batch when the client doesn't say (`TScan.caching`).
 const DEFAULT_CACHING: usize = 100;
@@ -20,9 +20,12 @@ const MAX_ROWS_PER_CALL: usize = 10_000;
 
 /// One open scanner.
 struct Scanner {
-    table: String,
+    /// The table, the scan's columns, and which families keep older versions.
+    read: VersionedRead,
     /// The next store read; `start` moves on after each.
     request: ScanRequest,
+    /// HBase's reversed scan: descending rowkeys from `start` (inclusive) down to `stop`.
+    reversed: bool,
     exhausted: bool,
     filter: ResultShape,
     /// Rows read from the store and not yet handed out.
@@ -69,7 +72,7 @@ impl Gateway {
         before_ts: Option<i64>,
     ) -> Answer<ScannerID> {
         let shape = ResultShape::with_ts(before_ts);
-        self.open_scanner(table, request, columns, shape, DEFAULT_CACHING)
+        self.open_scanner(table, request, columns, shape, DEFAULT_CACHING, false)
     }
 
     fn open_scanner(
@@ -79,13 +82,19 @@ impl Gateway {
         columns: &[Vec<u8>],
         shape: ResultShape,
         caching: usize,
+        reversed: bool,
     ) -> Answer<ScannerID> {
         let target = self.readable(table)?;
         request.columns = target.projection(columns)?;
         request.batch = caching.clamp(1, MAX_ROWS_PER_CALL);
         let scanner = Scanner {
-            table: target.store_name,
+            read: VersionedRead {
+                store_name: target.store_name,
+                versions: target.info.versions,
+                projection: request.columns.clone(),
+            },
             request,
+            reversed,
             exhausted: false,
             filter: shape,
             buffered: VecDeque::new(),
@@ -144,9 +153,16 @@ impl Gateway {
             if scanner.exhausted {
                 break;
             }
-            let batch = self.store.scan_sync(&scanner.table, &scanner.request)?;
+            let batch = if scanner.reversed {
+                self.store
+                    .scan_reversed_sync(&scanner.read.store_name, &scanner.request)?
+            } else {
+                self.store
+                    .scan_sync(&scanner.read.store_name, &scanner.request)?
+            };
             let shape = scanner.filter;
             for row in batch.rows {
+                let row = self.as_of(&scanner.read, row, shape.before_ts)?;
                 shape.results(row, &mut scanner.buffered);
             }
             match batch.next_start {
@@ -199,11 +215,6 @@ pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> An
                 .to_owned(),
         ));
     }
-    if scan.reversed.unwrap_or(false) {
-        return Err(Failure::Io(
-            "reversed scans are not supported by the hbidx Thrift gateway".to_owned(),
-        ));
-    }
     let caching = match scan.caching {
         Some(caching) if caching > 0 => usize::try_from(caching).unwrap_or(MAX_ROWS_PER_CALL),
         _ => DEFAULT_CACHING,
@@ -217,6 +228,8 @@ pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> An
         sorted: scan.sort_columns.unwrap_or(false),
         cells_per_result,
     };
+    // Reversed, HBase reads `startRow` as the largest row (inclusive) and `stopRow` as the
+    // smaller bound (exclusive); the store's reversed scan takes them so.
     let request = scan_request(scan.start_row.unwrap_or_default(), scan.stop_row, None);
     gateway.open_scanner(
         table,
@@ -224,5 +237,6 @@ pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> An
         &scan.columns.unwrap_or_default(),
         shape,
         caching,
+        scan.reversed.unwrap_or(false),
     )
 }

@@ -50,7 +50,7 @@ impl Target {
         Ok(())
     }
 
-    fn check_family(&self, family: &str) -> Answer<()> {
+    pub(crate) fn check_family(&self, family: &str) -> Answer<()> {
         match &self.info.families {
             Some(families) if !families.iter().any(|known| known == family) => {
                 Err(Failure::Io(format!(
