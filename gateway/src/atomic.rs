@@ -26,11 +26,13 @@ fn newest<'a>(state: &'a RowState, column: &str) -> Option<(&'a [u8], i64)> {
     }
 }
 
-/// The timestamp of a read-modify-write's new version: the server's clock, but always above the
-/// version it replaces, so the new value is the newest even when the clock lags a timestamp a
-/// client chose (HBase does the same: "time increases strictly" for increments).
+/// The timestamp of a read-modify-write's new version: the server's clock, or the replaced
+/// version's timestamp when a client chose a later one, so the new value is the newest (at an
+/// equal timestamp the later write wins). HBase does the same; not going above the replaced
+/// version keeps a plain put right after an increment in the same millisecond the newest, as
+/// happybase's `counter_set` expects.
 fn next_ts(now: i64, current: Option<i64>) -> i64 {
-    current.map_or(now, |ts| now.max(ts.saturating_add(1)))
+    current.map_or(now, |ts| now.max(ts))
 }
 
 impl Target {
