@@ -1,10 +1,11 @@
 //! A stored row: its latest cell versions and tombstones, the HBase timestamp rules that update
 //! it, and its compact on-disk encoding.
 //!
-//! # Semantics (HBase with `VERSIONS => 1`)
+//! # Semantics (the newest version of each cell)
 //!
-//! Only the newest version of each cell is kept, so a read can only ever return the latest
-//! version. With `<=`-style deletes only (delete cell, family, row: HBase `addColumns`,
+//! Only the newest version of each cell is kept here, so a read of the row state returns the
+//! latest version. (The embedded store keeps older versions of families with `VERSIONS` above 1
+//! apart, in `embedded/versions.rs`; this state and its rules stay the same for them.) With `<=`-style deletes only (delete cell, family, row: HBase `addColumns`,
 //! `addFamily`, `deleteAll`), that is enough to answer every read exactly as HBase would:
 //!
 //! - A cell is `(ts, Some(value))` (a put) or `(ts, None)` (a cell tombstone). A new put or cell

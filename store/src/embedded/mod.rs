@@ -398,16 +398,7 @@ impl EmbeddedStore {
 
         let mut registry = Registry::default();
         for spec in specs {
-            let table = Self::open_table(
-                &db,
-                &meta,
-                &spec.name,
-                spec.families.clone(),
-                &spec.versions,
-                TableOrigin::Configured,
-                true,
-                budget,
-            )?;
+            let table = Self::open_table(&db, &meta, spec, TableOrigin::Configured, true, budget)?;
             registry.insert(Arc::new(table));
         }
         for guard in meta.prefix(TABLE_KEY_PREFIX) {
@@ -424,12 +415,15 @@ impl EmbeddedStore {
                 continue;
             }
             let record = TableRecord::decode(name, &value)?;
+            let spec = TableSpec {
+                name: name.to_owned(),
+                families: Some(record.families),
+                versions: record.versions,
+            };
             let table = Self::open_table(
                 &db,
                 &meta,
-                name,
-                Some(record.families),
-                &record.versions,
+                &spec,
                 TableOrigin::Created,
                 record.enabled,
                 budget,
@@ -485,13 +479,14 @@ impl EmbeddedStore {
     fn open_table(
         db: &Database,
         meta: &Keyspace,
-        name: &str,
-        families: Option<Vec<String>>,
-        keep: &BTreeMap<String, u32>,
+        spec: &TableSpec,
         origin: TableOrigin,
         enabled: bool,
         budget: TableBudget,
     ) -> Result<Table> {
+        let name = spec.name.as_str();
+        let families = spec.families.clone();
+        let keep = &spec.versions;
         let escaped = escape_table_name(name);
         // Only read when a keyspace is created: fjall keeps the limit it was created with.
         let options =

@@ -183,12 +183,15 @@ impl EmbeddedStore {
         }
         // Keyspaces first, then the record: a crash in between leaves empty keyspaces that a
         // later create of the same name simply reuses.
+        let spec = super::TableSpec {
+            name: name.to_owned(),
+            families: Some(families.to_vec()),
+            versions,
+        };
         let table = Self::open_table(
             &self.db,
             &self.meta,
-            name,
-            Some(families.to_vec()),
-            &versions,
+            &spec,
             TableOrigin::Created,
             true,
             self.budget,
@@ -202,7 +205,7 @@ impl EmbeddedStore {
                 ),
             });
         }
-        self.write_record(name, families, &versions, true)?;
+        self.write_record(name, families, &spec.versions, true)?;
         let info = table.info();
         self.registry_mut().insert(Arc::new(table));
         tracing::info!(table = %name, families = ?families, "created table");
