@@ -657,6 +657,91 @@ fn rust_thrift_client_reads_writes_scans_and_gets_clear_errors() {
     server.stop();
 }
 
+/// Issue 38: a configured family with `versions = 2` keeps two versions of each cell for the
+/// gateway's reads, and the index holds the newest whatever order the versions are written in.
+#[test]
+fn configured_families_keep_their_versions_and_the_index_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hbidx.toml");
+    let base = include_str!("../deploy/config/hbidx.toml");
+    assert!(
+        base.contains("\nversions = 1 "),
+        "the example config keeps one version"
+    );
+    std::fs::write(
+        &config,
+        base.replacen("\nversions = 1 ", "\nversions = 2 ", 1),
+    )
+    .unwrap();
+    let server = Server::start_with_thrift(
+        &["serve"],
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let mut client = connect(server.thrift_addr());
+    let descriptors = client.get_column_descriptors(b"user".to_vec()).unwrap();
+    assert_eq!(descriptors[&b"info:".to_vec()].max_versions, Some(2));
+
+    let rowkey = hex::decode(user_rowkey_hex(&server, "u_ver_1")).unwrap();
+    // Newest first, then an older one that lands below it, then one older than both kept.
+    for (phone, ts) in [
+        ("13911110003", 3000),
+        ("13911110002", 2000),
+        ("13911110001", 1000),
+    ] {
+        client
+            .mutate_row_ts(
+                b"user".to_vec(),
+                rowkey.clone(),
+                vec![put("info:phone", phone)],
+                ts,
+                no_attributes(),
+            )
+            .unwrap();
+    }
+    let versions = client
+        .get_ver(
+            b"user".to_vec(),
+            rowkey.clone(),
+            b"info:phone".to_vec(),
+            5,
+            no_attributes(),
+        )
+        .unwrap();
+    let versions: Vec<(Vec<u8>, i64)> = versions
+        .into_iter()
+        .map(|cell| (cell.value.unwrap(), cell.timestamp.unwrap()))
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            (b"13911110003".to_vec(), 3000),
+            (b"13911110002".to_vec(), 2000)
+        ]
+    );
+    let at = client
+        .get_row_ts(b"user".to_vec(), rowkey.clone(), 3000, no_attributes())
+        .unwrap();
+    assert_eq!(cells(&at[0])["info:phone"].0, "13911110002");
+    // The index has the newest version only. A later write to another row, once found, says
+    // the index has taken in every event before it (the feed is in commit order).
+    let marker = hex::decode(user_rowkey_hex(&server, "u_ver_2")).unwrap();
+    client
+        .mutate_row(
+            b"user".to_vec(),
+            marker,
+            vec![put("info:phone", "13911110009")],
+            no_attributes(),
+        )
+        .unwrap();
+    wait_for_phone(&server, "13911110009", &["u_ver_2"]);
+    let (_, body) = get(&server.url("/v1/tables/user/rows?phone=13911110003"));
+    assert_eq!(keys(&body), vec!["u_ver_1"], "{body}");
+    let (_, body) = get(&server.url("/v1/tables/user/rows?phone=13911110002"));
+    assert_eq!(keys(&body), Vec::<String>::new(), "{body}");
+    server.stop();
+}
+
 /// A connection that stays silent is closed after `thrift_idle_timeout_ms`, giving its worker
 /// back: with one worker, an idle client no longer locks every other client out.
 #[test]
