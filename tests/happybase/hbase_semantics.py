@@ -18,9 +18,9 @@ stderr and exits with status 1:
 2. The calls happybase has no method for, through its Thrift client: append, checkAndPut,
    increment(Rows), getVer on a family, and the errors HBase answers.
 3. A differential run: a seeded random sequence of puts (with and without timestamps), deletes,
-   counter calls, gets and scans (forward and reversed), each answered by the gateway and by
-   `Model` below (HBase's semantics, written down independently of the gateway), compared.
-   Rerun one with its seed: the summary line names it.
+   counter calls, appends, check-and-puts, gets and scans (forward and reversed), each answered
+   by the gateway and by `Model` below (HBase's semantics, written down independently of the
+   gateway), compared. Rerun one with its seed: the summary line names it.
 
 At the end it prints `hbase semantics TRANSPORT/PROTOCOL: N checks passed, M random ops (seed S)`.
 """
@@ -442,6 +442,22 @@ class Model:
             self.puts[(row, column)].append((self.next_now(), struct.pack(">q", value)))
         return value
 
+    def newest(self, row, column):
+        current = self.versions(row, column)
+        return current[0][1] if current else None
+
+    def append(self, row, column, suffix):
+        value = (self.newest(row, column) or b"") + suffix
+        self.puts[(row, column)].append((self.next_now(), value))
+        return value
+
+    def check_and_put(self, row, column, expected, put_column, value):
+        current = self.newest(row, column)
+        matches = current == expected if current is not None else expected == b""
+        if matches:
+            self.puts[(row, put_column)].append((self.next_now(), value))
+        return matches
+
     def scan(self, start, stop, columns, timestamp, reverse, scan_batching, transform):
         keys = sorted(ROWS, reverse=reverse)
         results = []
@@ -497,7 +513,8 @@ def differential(connection, seed, ops):
     for step in range(ops):
         name = f"random op {step} (seed {seed})"
         kind = rng.choice(["put", "put", "put_ts", "put_ts", "batch", "delete", "delete_ts",
-                           "delete_row", "counter", "row", "rows", "cells", "scan", "scan"])
+                           "delete_row", "counter", "append", "check_and_put", "row", "rows",
+                           "cells", "scan", "scan"])
         row = rng.choice(ROWS)
         if kind in ("put", "put_ts"):
             data = {column: rng.choice([b"v%d" % step, b"", b"\x00\xff"])
@@ -550,6 +567,24 @@ def differential(connection, seed, ops):
             else:
                 check(name + " counter", expected, table.counter_inc(row, column, amount))
                 time.sleep(0.002)
+        elif kind == "append":
+            column = rng.choice(COLUMNS)
+            suffix = b"+%d" % step
+            expected = model.append(row, column, suffix)
+            cells = client.append(TAppend(table=b"hb_diff", row=row, columns=[column],
+                                          values=[suffix]))
+            check(name + " append", [expected], [cell.value for cell in cells])
+            time.sleep(0.002)
+        elif kind == "check_and_put":
+            column, put_column = rng.choice(COLUMNS), rng.choice(COLUMNS)
+            current = model.newest(row, column)
+            expected = rng.choice([current if current is not None else b"", b"", b"nope"])
+            value = b"c%d" % step
+            matches = model.check_and_put(row, column, expected, put_column, value)
+            mutation = Mutation(isDelete=False, column=put_column, value=value, writeToWAL=True)
+            check(name + " checkAndPut", matches,
+                  client.checkAndPut(b"hb_diff", row, column, expected, mutation, {}))
+            time.sleep(0.002)
         elif kind == "row":
             columns = some_columns()
             ts = explicit_ts() + 1 if rng.random() < 0.4 else None
