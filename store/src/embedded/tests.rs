@@ -562,3 +562,30 @@ fn reversed_scans_run_from_start_down_to_stop_in_batches() {
         Err(StoreError::InvalidRequest { .. })
     ));
 }
+
+#[test]
+fn a_table_record_from_before_versions_still_opens() {
+    #[derive(serde::Serialize)]
+    struct RecordV1 {
+        families: Vec<String>,
+        enabled: bool,
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = open(dir.path());
+        let record = RecordV1 {
+            families: vec!["cf".to_owned()],
+            enabled: false,
+        };
+        let bytes = postcard::to_extend(&record, vec![TABLE_RECORD_V1]).expect("encodes");
+        store
+            .meta
+            .insert([TABLE_KEY_PREFIX, b"old"].concat(), bytes)
+            .expect("writes");
+    }
+    let store = open(dir.path());
+    let info = store.table_info("old").expect("opens the old record");
+    assert_eq!(info.families, Some(vec!["cf".to_owned()]));
+    assert!(info.versions.is_empty());
+    assert!(!info.enabled);
+}
