@@ -34,20 +34,29 @@ impl Gateway {
             )));
         }
         let mut names = Vec::with_capacity(families.len());
+        let mut versions = BTreeMap::new();
         for descriptor in families {
             let family = descriptor.name.ok_or_else(|| {
                 Failure::IllegalArgument("a column descriptor has no name".to_owned())
             })?;
-            match ColumnSpec::parse(&family)? {
-                ColumnSpec::Family(family) => names.push(family),
-                ColumnSpec::Column(column) => {
-                    return Err(Failure::IllegalArgument(format!(
-                        "column family name `{column}` must end with `:` and have no qualifier"
-                    )));
-                }
-            }
+            let family = ColumnSpec::parse_family(&family)?;
+            // The IDL's default, what HBase's Thrift server gets when a client leaves it out.
+            let max_versions = descriptor
+                .max_versions
+                .unwrap_or(DEFAULT_THRIFT_MAX_VERSIONS);
+            let kept = u32::try_from(max_versions)
+                .ok()
+                .filter(|versions| *versions >= 1)
+                .ok_or_else(|| {
+                    Failure::IllegalArgument(format!(
+                        "maxVersions {max_versions} of column family `{family}`: must be at least 1"
+                    ))
+                })?;
+            versions.insert(family.clone(), kept);
+            names.push(family);
         }
-        self.store.create_table(name, &names)?;
+        self.store
+            .create_table_with_versions(name, &names, &versions)?;
         Ok(())
     }
 
@@ -62,7 +71,8 @@ impl Gateway {
             .into_iter()
             .map(|family| {
                 let config = configured.and_then(|table| table.config.family(&family));
-                let descriptor = column_descriptor(&family, config);
+                let versions = target.info.versions.get(&family).copied().unwrap_or(1);
+                let descriptor = column_descriptor(&family, config, versions);
                 (format!("{family}:").into_bytes(), descriptor)
             })
             .collect())
@@ -131,9 +141,17 @@ impl Gateway {
     }
 }
 
+/// `ColumnDescriptor.maxVersions` when `createTable` leaves it out: the default of HBase's
+/// Thrift IDL (HBase's Java API and shell default to 1).
+const DEFAULT_THRIFT_MAX_VERSIONS: i32 = 3;
+
 /// A family as `getColumnDescriptors` reports it: the configured HBase options where the config
-/// has them, HBase's defaults otherwise; `maxVersions` is what the store keeps (1).
-fn column_descriptor(family: &str, config: Option<&FamilyConfig>) -> ColumnDescriptor {
+/// has them, HBase's defaults otherwise; `maxVersions` is what the store keeps.
+fn column_descriptor(
+    family: &str,
+    config: Option<&FamilyConfig>,
+    versions: u32,
+) -> ColumnDescriptor {
     let compression = config
         .and_then(|family| family.compression)
         .map_or("NONE", |compression| compression.as_str());
@@ -146,7 +164,7 @@ fn column_descriptor(family: &str, config: Option<&FamilyConfig>) -> ColumnDescr
     };
     ColumnDescriptor::new(
         format!("{family}:").into_bytes(),
-        1i32,
+        i32::try_from(versions).unwrap_or(i32::MAX),
         compression.to_owned(),
         false,
         bloom_filter.to_owned(),

@@ -39,6 +39,7 @@ impl RequestFuzzer {
         let spec = hbidx_store::TableSpec {
             name: table.name.clone(),
             families: Some(vec!["info".to_owned()]),
+            versions: Default::default(),
         };
         let store = Arc::new(
             EmbeddedStore::open_tables(dir, &[spec], Default::default())

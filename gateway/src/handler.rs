@@ -302,7 +302,7 @@ impl HbaseSyncHandler for Gateway {
             .map_err(Failure::io_only)
     }
 
-    // Writes (writes.rs; increments, appends and checkAndPut are not served).
+    // Writes (writes.rs).
 
     fn handle_mutate_row(
         &self,
@@ -394,38 +394,46 @@ impl HbaseSyncHandler for Gateway {
             .map_err(Failure::io_only)
     }
 
+    // Read-modify-write calls, atomic per row (atomic.rs).
+
     fn handle_atomic_increment(
         &self,
-        _table_name: Vec<u8>,
-        _row: Vec<u8>,
-        _column: Vec<u8>,
-        _value: i64,
+        table_name: Vec<u8>,
+        row: Vec<u8>,
+        column: Vec<u8>,
+        value: i64,
     ) -> thrift::Result<i64> {
-        Err(unsupported("atomicIncrement"))
+        self.increment(&table_name, &row, &column, value, true)
+            .map_err(Failure::with_illegal_argument)
     }
 
-    fn handle_increment(&self, _increment: TIncrement) -> thrift::Result<()> {
-        Err(unsupported("increment"))
+    fn handle_increment(&self, increment: TIncrement) -> thrift::Result<()> {
+        self.increment_one(increment).map_err(Failure::io_only)
     }
 
-    fn handle_increment_rows(&self, _increments: Vec<TIncrement>) -> thrift::Result<()> {
-        Err(unsupported("incrementRows"))
+    /// Each increment is atomic on its own, as in HBase (which applies them one by one too).
+    fn handle_increment_rows(&self, increments: Vec<TIncrement>) -> thrift::Result<()> {
+        for increment in increments {
+            self.increment_one(increment).map_err(Failure::io_only)?;
+        }
+        Ok(())
     }
 
-    fn handle_append(&self, _append: TAppend) -> thrift::Result<Vec<TCell>> {
-        Err(unsupported("append"))
+    fn handle_append(&self, append: TAppend) -> thrift::Result<Vec<TCell>> {
+        self.append(append).map_err(Failure::io_only)
     }
 
     fn handle_check_and_put(
         &self,
-        _table_name: Vec<u8>,
-        _row: Vec<u8>,
-        _column: Vec<u8>,
-        _value: Vec<u8>,
-        _mput: TMutation,
+        table_name: Vec<u8>,
+        row: Vec<u8>,
+        column: Vec<u8>,
+        value: Vec<u8>,
+        mput: TMutation,
         _attributes: Attributes,
     ) -> thrift::Result<bool> {
-        Err(unsupported("checkAndPut"))
+        self.check_and_put(&table_name, &row, &column, value, mput)
+            .map_err(Failure::with_illegal_argument)
     }
 
     // Scanners (scanners.rs).

@@ -1,5 +1,11 @@
 //! Parsing the names clients send: columns (`family`, `family:`, `family:qualifier`), HBase table
 //! names, and the rows of `BatchMutation`s.
+//!
+//! A column is parsed as HBase's Thrift server parses it (`KeyValue.parseColumn`): a bare
+//! `family` is the whole family, `family:` is the column with the empty qualifier (a column
+//! like any other: HBase 1.2's `getRowWithColumns`, `deleteAll` and `mutateRow` all take it
+//! so), and `family:qualifier` one column. Column descriptors of `createTable` are the
+//! exception: there `family:` names the family.
 
 use hbase_thrift::hbase::{BatchMutation, Mutation as TMutation};
 
@@ -13,7 +19,7 @@ pub(crate) enum ColumnSpec {
 }
 
 impl ColumnSpec {
-    /// `family`, `family:` (the whole family, as happybase documents) or `family:qualifier`.
+    /// `family` (the whole family), `family:` (the empty qualifier) or `family:qualifier`.
     pub(crate) fn parse(column: &[u8]) -> Answer<ColumnSpec> {
         let text = std::str::from_utf8(column).map_err(|_| {
             Failure::IllegalArgument(format!(
@@ -23,11 +29,21 @@ impl ColumnSpec {
         })?;
         match text.split_once(':') {
             None => Self::family(text),
-            Some((family, "")) => Self::family(family),
             Some(("", _)) => Err(Failure::IllegalArgument(format!(
                 "column `{text}` has an empty family"
             ))),
             Some(_) => Ok(ColumnSpec::Column(text.to_owned())),
+        }
+    }
+
+    /// The family a `createTable` column descriptor names: `family:` or `family`.
+    pub(crate) fn parse_family(name: &[u8]) -> Answer<String> {
+        let trimmed = name.strip_suffix(b":").unwrap_or(name);
+        match Self::parse(trimmed)? {
+            ColumnSpec::Family(family) => Ok(family),
+            ColumnSpec::Column(column) => Err(Failure::IllegalArgument(format!(
+                "column family name `{column}:` must end with `:` and have no qualifier"
+            ))),
         }
     }
 
@@ -120,8 +136,13 @@ mod tests {
         );
         assert_eq!(
             ColumnSpec::parse(b"cf:").unwrap(),
-            ColumnSpec::Family("cf".to_owned())
+            ColumnSpec::Column("cf:".to_owned()),
+            "the empty qualifier, as HBase's KeyValue.parseColumn"
         );
+        assert_eq!(ColumnSpec::parse_family(b"cf:").unwrap(), "cf");
+        assert_eq!(ColumnSpec::parse_family(b"cf").unwrap(), "cf");
+        assert!(ColumnSpec::parse_family(b"cf:q").is_err());
+        assert!(ColumnSpec::parse_family(b":").is_err());
         assert_eq!(
             ColumnSpec::parse(b"cf:a:b").unwrap(),
             ColumnSpec::Column("cf:a:b".to_owned())

@@ -1,5 +1,5 @@
 //! Scanner leases: the map of open scanners, their expiry and cap, and reading the store in
-//! `caching`-sized batches as clients call for rows.
+//! `caching`-sized batches as clients call for rows, forwards or (`TScan.reversed`) backwards.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,7 @@ use hbidx_store::{ScanRequest, lock};
 use crate::error::{Answer, Failure};
 use crate::filter::ScanFilter;
 use crate::handler::Gateway;
-use crate::reads::ResultShape;
+use crate::reads::{ResultShape, VersionedRead};
 
 /// Rows a scanner reads from the store per batch when the client doesn't say (`TScan.caching`).
 const DEFAULT_CACHING: usize = 100;
@@ -21,9 +21,12 @@ const MAX_ROWS_PER_CALL: usize = 10_000;
 
 /// One open scanner.
 struct Scanner {
-    table: String,
+    /// The table, the scan's columns, and which families keep older versions.
+    read: VersionedRead,
     /// The next store read; `start` moves on after each.
     request: ScanRequest,
+    /// HBase's reversed scan: descending rowkeys from `start` (inclusive) down to `stop`.
+    reversed: bool,
     exhausted: bool,
     filter: ResultShape,
     /// `TScan.filterString`, run on whole rows before `filter` cuts them into results.
@@ -72,7 +75,12 @@ impl Gateway {
         before_ts: Option<i64>,
     ) -> Answer<ScannerID> {
         let shape = ResultShape::with_ts(before_ts);
-        self.open_scanner(table, request, columns, shape, DEFAULT_CACHING, None)
+        let walk = Walk {
+            caching: DEFAULT_CACHING,
+            row_filter: None,
+            reversed: false,
+        };
+        self.open_scanner(table, request, columns, shape, walk)
     }
 
     fn open_scanner(
@@ -81,15 +89,24 @@ impl Gateway {
         mut request: ScanRequest,
         columns: &[Vec<u8>],
         shape: ResultShape,
-        caching: usize,
-        row_filter: Option<ScanFilter>,
+        walk: Walk,
     ) -> Answer<ScannerID> {
+        let Walk {
+            caching,
+            row_filter,
+            reversed,
+        } = walk;
         let target = self.readable(table)?;
         request.columns = target.projection(columns)?;
         request.batch = caching.clamp(1, MAX_ROWS_PER_CALL);
         let scanner = Scanner {
-            table: target.store_name,
+            read: VersionedRead {
+                store_name: target.store_name,
+                versions: target.info.versions,
+                projection: request.columns.clone(),
+            },
             request,
+            reversed,
             exhausted: false,
             filter: shape,
             row_filter,
@@ -149,10 +166,17 @@ impl Gateway {
             if scanner.exhausted {
                 break;
             }
-            let batch = self.store.scan_sync(&scanner.table, &scanner.request)?;
+            let batch = if scanner.reversed {
+                self.store
+                    .scan_reversed_sync(&scanner.read.store_name, &scanner.request)?
+            } else {
+                self.store
+                    .scan_sync(&scanner.read.store_name, &scanner.request)?
+            };
             let shape = scanner.filter;
             let scanner = &mut *scanner;
             for row in batch.rows {
+                let row = self.as_of(&scanner.read, row, shape.before_ts)?;
                 let row = match &mut scanner.row_filter {
                     Some(row_filter) => match row_filter.apply(row, shape.before_ts) {
                         Some(row) => row,
@@ -209,12 +233,8 @@ pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> An
         .filter_string
         .as_deref()
         .map(ScanFilter::parse)
-        .transpose()?;
-    if scan.reversed.unwrap_or(false) {
-        return Err(Failure::Io(
-            "reversed scans are not supported by the hbidx Thrift gateway".to_owned(),
-        ));
-    }
+        .transpose()?
+        .map(|filter| filter.reversed(scan.reversed.unwrap_or(false)));
     let caching = match scan.caching {
         Some(caching) if caching > 0 => usize::try_from(caching).unwrap_or(MAX_ROWS_PER_CALL),
         _ => DEFAULT_CACHING,
@@ -228,13 +248,25 @@ pub(crate) fn open_with_scan(gateway: &Gateway, table: &[u8], scan: TScan) -> An
         sorted: scan.sort_columns.unwrap_or(false),
         cells_per_result,
     };
+    // Reversed, HBase reads `startRow` as the largest row (inclusive) and `stopRow` as the
+    // smaller bound (exclusive); the store's reversed scan takes them so.
     let request = scan_request(scan.start_row.unwrap_or_default(), scan.stop_row, None);
     gateway.open_scanner(
         table,
         request,
         &scan.columns.unwrap_or_default(),
         shape,
-        caching,
-        row_filter,
+        Walk {
+            caching,
+            row_filter,
+            reversed: scan.reversed.unwrap_or(false),
+        },
     )
+}
+
+/// How a scanner walks its range: rows per store read, the filter, the direction.
+struct Walk {
+    caching: usize,
+    row_filter: Option<ScanFilter>,
+    reversed: bool,
 }

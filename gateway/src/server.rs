@@ -254,9 +254,11 @@ where
             };
             // A read or write blocked this long fails the connection: a client that sends
             // nothing (between calls or within one), or stops reading its replies.
-            // No Nagle: an answer bigger than the transport's write buffer leaves in several
-            // writes, and with Nagle the last one waits for the client's delayed ACK (40 ms
-            // on Linux) — a scan page of a few hundred rows took ~45 ms instead of ~3.
+            // No Nagle: a reply leaves in several writes (thrift's framed transport writes the
+            // length and the body apart; a buffered reply bigger than its write buffer is cut),
+            // and with Nagle the last one waits for the client's delayed ACK (40 ms on Linux):
+            // every framed call, and every scan page of a few hundred rows. Replies are whole
+            // messages, so nothing is gained from coalescing them.
             if stream.set_read_timeout(Some(idle_timeout)).is_err()
                 || stream.set_write_timeout(Some(idle_timeout)).is_err()
                 || stream.set_nodelay(true).is_err()

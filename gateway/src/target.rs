@@ -50,7 +50,7 @@ impl Target {
         Ok(())
     }
 
-    fn check_family(&self, family: &str) -> Answer<()> {
+    pub(crate) fn check_family(&self, family: &str) -> Answer<()> {
         match &self.info.families {
             Some(families) if !families.iter().any(|known| known == family) => {
                 Err(Failure::Io(format!(
@@ -78,8 +78,10 @@ impl Target {
         Ok(Some(projection))
     }
 
-    /// Turns Thrift mutations of one row into cell operations at `ts`: deletes first, then puts,
-    /// as HBase's Thrift server applies them.
+    /// Turns Thrift mutations of one row into cell operations at `ts`, deletes before puts. All
+    /// share the call's timestamp, so a delete masks a put of the same cell in the same call
+    /// whatever their order, which is what HBase's `mutateRows` answers too (it applies the
+    /// puts, then the deletes, each stamped when applied).
     pub(crate) fn ops(&self, mutations: Vec<TMutation>, ts: i64) -> Answer<Vec<CellOp>> {
         let mut deletes = Vec::new();
         let mut puts = Vec::new();

@@ -15,7 +15,7 @@ use thrift::transport::{
     ReadHalf, TFramedReadTransport, TFramedWriteTransport, TIoChannel, TTcpChannel, WriteHalf,
 };
 
-type FramedCompactClient = HbaseSyncClient<
+pub(crate) type FramedCompactClient = HbaseSyncClient<
     TCompactInputProtocol<TFramedReadTransport<ReadHalf<TTcpChannel>>>,
     TCompactOutputProtocol<TFramedWriteTransport<WriteHalf<TTcpChannel>>>,
 >;
@@ -38,20 +38,21 @@ algo = "explicit"
 keys = ["g", "p"]
 "#;
 
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    store: Arc<EmbeddedStore>,
-    client: FramedCompactClient,
-    addr: std::net::SocketAddr,
+    pub(crate) store: Arc<EmbeddedStore>,
+    pub(crate) client: FramedCompactClient,
+    pub(crate) addr: std::net::SocketAddr,
 }
 
-fn start(kafka_topic: Option<&str>, lease: Duration, max_scanners: usize) -> Fixture {
+pub(crate) fn start(kafka_topic: Option<&str>, lease: Duration, max_scanners: usize) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = parse_config(CONFIG).expect("config");
     let table = config.tables[0].clone();
     let spec = hbidx_store::TableSpec {
         name: table.name.clone(),
         families: Some(vec!["info".to_owned()]),
+        versions: Default::default(),
     };
     let store = Arc::new(
         EmbeddedStore::open_tables(dir.path(), &[spec], Default::default()).expect("store"),
@@ -86,7 +87,7 @@ fn start(kafka_topic: Option<&str>, lease: Duration, max_scanners: usize) -> Fix
     }
 }
 
-fn io_message(error: thrift::Error) -> String {
+pub(crate) fn io_message(error: thrift::Error) -> String {
     match &error {
         thrift::Error::User(user) => match user.downcast_ref::<IOError>() {
             Some(io) => io.message.clone().unwrap_or_default(),
@@ -96,7 +97,7 @@ fn io_message(error: thrift::Error) -> String {
     }
 }
 
-fn put(column: &str, value: &str) -> TMutation {
+pub(crate) fn put(column: &str, value: &str) -> TMutation {
     TMutation::new(
         false,
         column.as_bytes().to_vec(),
@@ -105,11 +106,11 @@ fn put(column: &str, value: &str) -> TMutation {
     )
 }
 
-fn no_attributes() -> Attributes {
+pub(crate) fn no_attributes() -> Attributes {
     Attributes::new()
 }
 
-fn full_scan(batch_size: Option<i32>, sort_columns: bool) -> TScan {
+pub(crate) fn full_scan(batch_size: Option<i32>, sort_columns: bool) -> TScan {
     TScan {
         start_row: None,
         stop_row: None,

@@ -34,6 +34,7 @@ column = "info:phone"
     let spec = hbidx_store::TableSpec {
         name: "user".into(),
         families: Some(vec!["info".into()]),
+        versions: Default::default(),
     };
     let embedded = Arc::new(
         hbidx_store::EmbeddedStore::open_tables(dir.path(), &[spec], Default::default()).unwrap(),
@@ -160,6 +161,7 @@ column = "info:phone"
             b"side".to_vec(),
             vec![ColumnDescriptor {
                 name: Some(b"f:".to_vec()),
+                max_versions: Some(1),
                 ..ColumnDescriptor::default()
             }],
         )

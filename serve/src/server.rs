@@ -220,6 +220,13 @@ pub fn open_rows(config: &HbidxConfig, data_dir: &Path) -> Result<OpenedRows> {
         .map(|table| TableSpec {
             name: table.name.clone(),
             families: Some(table.families.iter().map(|f| f.name.clone()).collect()),
+            // `[[tables.families]] versions`: the store keeps older versions for these only.
+            versions: table
+                .families
+                .iter()
+                .filter(|family| family.versions > 1)
+                .map(|family| (family.name.clone(), family.versions))
+                .collect(),
         })
         .collect();
     let (embedded, rows): (Option<Arc<EmbeddedStore>>, Arc<dyn RowStore>) = match config

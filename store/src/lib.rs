@@ -4,7 +4,8 @@
 //!   `Arc<dyn RowStore>`: positional multi-get with column projection, batched range/prefix
 //!   scans, and timestamped puts and deletes.
 //! - [`EmbeddedStore`]: the implementation on fjall (an LSM-tree like HBase's), with HBase cell
-//!   semantics (latest version wins, delete tombstones, `VERSIONS => 1`) and a per-table change
+//!   semantics (latest version wins, delete tombstones, older versions for families whose
+//!   `VERSIONS` is above 1, atomic read-modify-writes, reversed scans) and a per-table change
 //!   feed written in the same atomic batch as the rows: the coprocessor-style path from a write
 //!   to the indexer, without Kafka.
 //! - [`MeteredStore`]: wraps any of them with call latency and error metrics.

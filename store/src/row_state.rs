@@ -1,10 +1,11 @@
 //! A stored row: its latest cell versions and tombstones, the HBase timestamp rules that update
 //! it, and its compact on-disk encoding.
 //!
-//! # Semantics (HBase with `VERSIONS => 1`)
+//! # Semantics (the newest version of each cell)
 //!
-//! Only the newest version of each cell is kept, so a read can only ever return the latest
-//! version. With `<=`-style deletes only (delete cell, family, row: HBase `addColumns`,
+//! Only the newest version of each cell is kept here, so a read of the row state returns the
+//! latest version. (The embedded store keeps older versions of families with `VERSIONS` above 1
+//! apart, in `embedded/versions.rs`; this state and its rules stay the same for them.) With `<=`-style deletes only (delete cell, family, row: HBase `addColumns`,
 //! `addFamily`, `deleteAll`), that is enough to answer every read exactly as HBase would:
 //!
 //! - A cell is `(ts, Some(value))` (a put) or `(ts, None)` (a cell tombstone). A new put or cell
@@ -121,7 +122,7 @@ pub(crate) fn validate_mutation(mutation: &Mutation) -> Result<()> {
 }
 
 /// The family part of a stored (hence validated) column name.
-fn family_of(column: &str) -> &str {
+pub(crate) fn family_of(column: &str) -> &str {
     column.split_once(':').map_or(column, |(family, _)| family)
 }
 
@@ -157,7 +158,7 @@ impl RowState {
     }
 
     /// The highest tombstone that applies to every cell of `family`.
-    fn floor_for_family(&self, family: &str) -> Option<i64> {
+    pub(crate) fn floor_for_family(&self, family: &str) -> Option<i64> {
         let family_tombstone = self.family_tombstones.get(family).copied();
         self.row_tombstone.max(family_tombstone)
     }

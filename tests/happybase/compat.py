@@ -175,8 +175,8 @@ def main():
         lambda: table.put(b"row-x", {b"cf": b"v"}),
     )
     check_raises(
-        "unsupported method", HBaseIOError, "atomicIncrement",
-        lambda: table.counter_inc(b"row-x", b"cf:counter"),
+        "a counter that isn't 8 bytes", HBaseIOError, "64 bits wide",
+        lambda: table.counter_inc(b"row-01", b"cf:a"),
     )
     check_raises(
         "unknown table", HBaseIOError, "does not exist",

@@ -51,6 +51,11 @@ impl ScanFilter {
         }
     }
 
+    /// For a reversed scan (see [`Node::set_reversed`]).
+    pub(crate) fn set_reversed(&mut self, reversed: bool) {
+        self.root.set_reversed(reversed);
+    }
+
     /// Whether the filter ended the scan: no later row can pass.
     pub(crate) fn is_done(&self) -> bool {
         self.done

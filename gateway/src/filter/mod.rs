@@ -93,6 +93,13 @@ impl ScanFilter {
         })
     }
 
+    /// The scan runs in descending rowkey order: the filters that end a scan by row order
+    /// look the other way, as HBase's region server tells them (`Filter.setReversed`).
+    pub(crate) fn reversed(mut self, reversed: bool) -> Self {
+        self.inner.set_reversed(reversed);
+        self
+    }
+
     /// Whether the filter has ended the scan: no later row can pass.
     pub(crate) fn is_done(&self) -> bool {
         self.inner.is_done()

@@ -22,6 +22,9 @@ pub(super) enum Node {
         prefix: Vec<u8>,
         filter_row: bool,
         passed_prefix: bool,
+        /// A reversed scan passes the prefix going down (HBase sets the scan's direction on
+        /// its filter: `Filter.setReversed`).
+        reversed: bool,
     },
     ColumnPrefix(Vec<u8>),
     MultipleColumnPrefix(BTreeSet<Vec<u8>>),
@@ -43,6 +46,8 @@ pub(super) enum Node {
     InclusiveStop {
         stop: Vec<u8>,
         done: bool,
+        /// A reversed scan stops below `stop`, not above.
+        reversed: bool,
     },
     Page {
         size: u64,
@@ -125,6 +130,7 @@ impl Node {
                 prefix,
                 filter_row: true,
                 passed_prefix: false,
+                reversed: false,
             },
             Spec::ColumnPrefix(prefix) => Node::ColumnPrefix(prefix),
             Spec::MultipleColumnPrefix(prefixes) => {
@@ -150,7 +156,11 @@ impl Node {
                 max,
                 max_inclusive,
             },
-            Spec::InclusiveStop(stop) => Node::InclusiveStop { stop, done: false },
+            Spec::InclusiveStop(stop) => Node::InclusiveStop {
+                stop,
+                done: false,
+                reversed: false,
+            },
             Spec::Page(size) => Node::Page { size, accepted: 0 },
             Spec::Timestamps(timestamps) => Node::Timestamps {
                 timestamps: timestamps.into_iter().collect(),
@@ -245,6 +255,18 @@ impl Node {
         }
     }
 
+    /// Tells every filter the scan's direction (HBase's `Filter.setReversed`, which a region
+    /// server calls on a reversed scan's filter): the filters that end a scan by row order
+    /// (PrefixFilter, InclusiveStopFilter) then look the other way.
+    pub(super) fn set_reversed(&mut self, to: bool) {
+        match self {
+            Node::Prefix { reversed, .. } | Node::InclusiveStop { reversed, .. } => *reversed = to,
+            Node::List { children, .. } => children.iter_mut().for_each(|c| c.set_reversed(to)),
+            Node::Skip { inner, .. } | Node::While { inner, .. } => inner.set_reversed(to),
+            _ => {}
+        }
+    }
+
     /// Whether the row is filtered out by its key alone.
     pub(super) fn filter_row_key(&mut self, row: &[u8]) -> bool {
         match self {
@@ -252,19 +274,34 @@ impl Node {
                 prefix,
                 filter_row,
                 passed_prefix,
+                reversed,
             } => {
                 if row.len() < prefix.len() {
                     return true;
                 }
                 let head = &row[..prefix.len()];
-                if head > prefix.as_slice() {
+                let past = if *reversed {
+                    head < prefix.as_slice()
+                } else {
+                    head > prefix.as_slice()
+                };
+                if past {
                     *passed_prefix = true;
                 }
                 *filter_row = head != prefix.as_slice();
                 *filter_row
             }
-            Node::InclusiveStop { stop, done } => {
-                if stop.as_slice() < row {
+            Node::InclusiveStop {
+                stop,
+                done,
+                reversed,
+            } => {
+                let past = if *reversed {
+                    stop.as_slice() > row
+                } else {
+                    stop.as_slice() < row
+                };
+                if past {
                     *done = true;
                 }
                 *done

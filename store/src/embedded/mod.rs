@@ -10,6 +10,9 @@
 //!   row and a scan is a plain range scan.
 //! - keyspace `feed.<esc(T)>`: key = big-endian `u64` sequence number (1, 2, 3, …, in commit
 //!   order), value = the postcard-encoded [`Mutation`] exactly as it was submitted.
+//! - keyspace `vers.<esc(T)>`, only for a table with a family that keeps more than one version
+//!   (`VERSIONS`): key = raw rowkey bytes, value = the row's versions older than the newest
+//!   (format byte + postcard; see `versions.rs`, which says why they live apart).
 //!
 //! plus the keyspace `hbidx.meta` with the format marker, per table the highest trimmed feed
 //! offset (so that trimming the whole feed never lets sequence numbers restart), and the registry
@@ -70,6 +73,7 @@
 //! fsync (around a millisecond or more): callers on a small runtime should wrap it in
 //! `spawn_blocking` or call [`EmbeddedStore::mutate_sync`] from a blocking thread.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
@@ -87,6 +91,7 @@ mod registry;
 mod rows;
 #[cfg(test)]
 mod tests;
+mod versions;
 
 pub(crate) use crate::sync::lock;
 pub(crate) use rows::prefix_successor;
@@ -106,8 +111,10 @@ const TRIMMED_KEY_PREFIX: &[u8] = b"feed_trimmed/";
 const MAX_KEYSPACE_NAME: usize = 255;
 /// Meta key prefix of a created table's [`TableRecord`]; the table name follows.
 const TABLE_KEY_PREFIX: &[u8] = b"table/";
-/// The first byte of a stored [`TableRecord`]; bump when the record changes.
+/// The first byte of a stored [`TableRecord`] without versions (still read).
 const TABLE_RECORD_V1: u8 = 1;
+/// The first byte of a stored [`TableRecord`]; bump when the record changes.
+const TABLE_RECORD_V2: u8 = 2;
 
 /// A table to serve, as [`EmbeddedStore::open_tables`] takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +125,9 @@ pub struct TableSpec {
     /// keeps them for callers that check writes against them (the Thrift gateway); it doesn't
     /// check them itself, because a Kafka-fed table must take whatever its topic carries.
     pub families: Option<Vec<String>>,
+    /// The families that keep more than one version per cell, and how many (HBase's
+    /// `VERSIONS`); every other family keeps one.
+    pub versions: BTreeMap<String, u32>,
 }
 
 impl TableSpec {
@@ -126,6 +136,7 @@ impl TableSpec {
         Self {
             name: name.into(),
             families: None,
+            versions: BTreeMap::new(),
         }
     }
 }
@@ -145,6 +156,9 @@ pub struct TableInfo {
     pub name: String,
     /// Declared column families (`None`: not declared, any family is accepted).
     pub families: Option<Vec<String>>,
+    /// The families that keep more than one version per cell, and how many; every other
+    /// family keeps one.
+    pub versions: BTreeMap<String, u32>,
     pub origin: TableOrigin,
     /// HBase's enabled flag. Configured tables are always enabled; the store only keeps the flag,
     /// callers decide what a disabled table refuses.
@@ -200,6 +214,8 @@ struct Table {
     rows: Keyspace,
     /// `None` for created tables: nothing indexes them, so nothing would ever trim a feed.
     feed: Option<Keyspace>,
+    /// Older versions, for a table with a family keeping more than one (`versions.rs`).
+    versions: Option<Versions>,
     clock: FeedClock,
     /// Next feed sequence number; only changed under the writer mutex.
     next_seq: AtomicU64,
@@ -210,11 +226,32 @@ struct Table {
     cache: RowCache,
 }
 
+/// A table's older versions and how many each family keeps.
+struct Versions {
+    keyspace: Keyspace,
+    keep: versions::Keep,
+}
+
 impl Table {
+    /// Every keyspace of the table.
+    fn keyspaces(&self) -> impl Iterator<Item = &Keyspace> {
+        std::iter::once(&self.rows)
+            .chain(self.feed.as_ref())
+            .chain(self.versions.as_ref().map(|versions| &versions.keyspace))
+    }
+
+    fn keep(&self) -> versions::Keep {
+        self.versions
+            .as_ref()
+            .map(|versions| versions.keep.clone())
+            .unwrap_or_default()
+    }
+
     fn info(&self) -> TableInfo {
         TableInfo {
             name: self.name.clone(),
             families: self.families.clone(),
+            versions: self.keep(),
             origin: self.origin,
             enabled: self.enabled.load(Ordering::Acquire),
         }
@@ -223,7 +260,8 @@ impl Table {
 
 /// The embedded store. See the [module docs](self) for layout, durability and blocking behaviour.
 ///
-/// Keeps only the latest version of each cell (HBase `VERSIONS => 1`).
+/// Keeps the latest version of each cell, and older ones for the families a table says keep
+/// more (HBase's `VERSIONS`).
 pub struct EmbeddedStore {
     db: Database,
     meta: Keyspace,
@@ -360,15 +398,7 @@ impl EmbeddedStore {
 
         let mut registry = Registry::default();
         for spec in specs {
-            let table = Self::open_table(
-                &db,
-                &meta,
-                &spec.name,
-                spec.families.clone(),
-                TableOrigin::Configured,
-                true,
-                budget,
-            )?;
+            let table = Self::open_table(&db, &meta, spec, TableOrigin::Configured, true, budget)?;
             registry.insert(Arc::new(table));
         }
         for guard in meta.prefix(TABLE_KEY_PREFIX) {
@@ -385,11 +415,15 @@ impl EmbeddedStore {
                 continue;
             }
             let record = TableRecord::decode(name, &value)?;
+            let spec = TableSpec {
+                name: name.to_owned(),
+                families: Some(record.families),
+                versions: record.versions,
+            };
             let table = Self::open_table(
                 &db,
                 &meta,
-                name,
-                Some(record.families),
+                &spec,
                 TableOrigin::Created,
                 record.enabled,
                 budget,
@@ -445,17 +479,40 @@ impl EmbeddedStore {
     fn open_table(
         db: &Database,
         meta: &Keyspace,
-        name: &str,
-        families: Option<Vec<String>>,
+        spec: &TableSpec,
         origin: TableOrigin,
         enabled: bool,
         budget: TableBudget,
     ) -> Result<Table> {
+        let name = spec.name.as_str();
+        let families = spec.families.clone();
+        let keep = &spec.versions;
         let escaped = escape_table_name(name);
         // Only read when a keyspace is created: fjall keeps the limit it was created with.
         let options =
             || KeyspaceCreateOptions::default().max_memtable_size(budget.keyspace_memtable_bytes);
         let rows = db.keyspace(&format!("rows.{escaped}"), options)?;
+        let keep: versions::Keep = keep
+            .iter()
+            .filter(|(_, versions)| **versions > 1)
+            .map(|(family, versions)| (family.clone(), *versions))
+            .collect();
+        let versions_name = format!("vers.{escaped}");
+        let versions = if keep.is_empty() {
+            // Versions kept while a family said so would come back, unmasked by the deletes
+            // since, if it said so again: they go when no family keeps more than one.
+            if db.keyspace_exists(&versions_name) {
+                let stale = db.keyspace(&versions_name, options)?;
+                db.delete_keyspace(stale)?;
+                tracing::info!(table = %name, "dropped older versions: no family keeps them now");
+            }
+            None
+        } else {
+            Some(Versions {
+                keyspace: db.keyspace(&versions_name, options)?,
+                keep,
+            })
+        };
         let (feed, last) = match origin {
             TableOrigin::Configured => {
                 let feed = db.keyspace(&format!("feed.{escaped}"), options)?;
@@ -484,6 +541,7 @@ impl EmbeddedStore {
             name: name.to_owned(),
             rows,
             feed,
+            versions,
             clock: FeedClock::new(offset_of(last)),
             next_seq: AtomicU64::new(last + 1),
             families,

@@ -2,7 +2,7 @@
 //! keyspace, and the operations on them (create, delete, enable). Configured tables only ever
 //! pass through here when the store opens.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Result, StoreError, escape_key};
 
 use super::{
-    EmbeddedStore, MAX_KEYSPACE_NAME, TABLE_KEY_PREFIX, TABLE_RECORD_V1, Table, TableInfo,
-    TableOrigin, escape_table_name, lock,
+    EmbeddedStore, MAX_KEYSPACE_NAME, TABLE_KEY_PREFIX, TABLE_RECORD_V1, TABLE_RECORD_V2, Table,
+    TableInfo, TableOrigin, escape_table_name, lock,
 };
 
 /// A created table as persisted in the meta keyspace.
@@ -21,11 +21,20 @@ use super::{
 pub(super) struct TableRecord {
     pub(super) families: Vec<String>,
     pub(super) enabled: bool,
+    /// The families keeping more than one version, and how many.
+    pub(super) versions: BTreeMap<String, u32>,
+}
+
+/// A [`TableRecord`] as written before families could keep versions.
+#[derive(Deserialize)]
+struct TableRecordV1 {
+    families: Vec<String>,
+    enabled: bool,
 }
 
 impl TableRecord {
     fn encode(&self) -> Result<Vec<u8>> {
-        postcard::to_extend(self, vec![TABLE_RECORD_V1])
+        postcard::to_extend(self, vec![TABLE_RECORD_V2])
             .map_err(|error| StoreError::Storage(Box::new(error)))
     }
 
@@ -36,10 +45,18 @@ impl TableRecord {
             reason,
         };
         match bytes.split_first() {
+            Some((&TABLE_RECORD_V2, rest)) => postcard::from_bytes(rest)
+                .map_err(|error| corrupt(format!("table record: {error}"))),
             Some((&TABLE_RECORD_V1, rest)) => postcard::from_bytes(rest)
+                .map(|record: TableRecordV1| TableRecord {
+                    families: record.families,
+                    enabled: record.enabled,
+                    versions: BTreeMap::new(),
+                })
                 .map_err(|error| corrupt(format!("table record: {error}"))),
             Some((version, _)) => Err(corrupt(format!(
-                "table record version {version}, this build reads {TABLE_RECORD_V1}"
+                "table record version {version}, this build reads {TABLE_RECORD_V1} and \
+                 {TABLE_RECORD_V2}"
             ))),
             None => Err(corrupt("empty table record".to_owned())),
         }
@@ -125,14 +142,40 @@ impl EmbeddedStore {
             .collect()
     }
 
-    /// Creates an empty table with `families`, enabled, rows only (no change feed), and
-    /// remembers it across restarts.
+    /// Creates an empty table with `families`, each keeping one version per cell, enabled,
+    /// rows only (no change feed), and remembers it across restarts.
     ///
     /// Errors: [`StoreError::TableExists`] when a table of that name is served,
     /// [`StoreError::InvalidRequest`] for an unusable name or family list.
     pub fn create_table(&self, name: &str, families: &[String]) -> Result<TableInfo> {
+        self.create_table_with_versions(name, families, &BTreeMap::new())
+    }
+
+    /// [`EmbeddedStore::create_table`] where the families `versions` names keep that many
+    /// versions per cell (HBase's `VERSIONS`; at least 1).
+    pub fn create_table_with_versions(
+        &self,
+        name: &str,
+        families: &[String],
+        versions: &BTreeMap<String, u32>,
+    ) -> Result<TableInfo> {
         validate_table_name(name)?;
         validate_families(name, families)?;
+        for (family, count) in versions {
+            if !families.contains(family) || *count == 0 {
+                return Err(StoreError::InvalidRequest {
+                    reason: format!(
+                        "`{family}` keeping {count} versions: versions must be at least 1, for a \
+                         family of the table"
+                    ),
+                });
+            }
+        }
+        let versions: BTreeMap<String, u32> = versions
+            .iter()
+            .filter(|(_, count)| **count > 1)
+            .map(|(family, count)| (family.clone(), *count))
+            .collect();
         let _writing = lock(&self.writer);
         self.check_writable()?;
         if self.find_table(name).is_some() {
@@ -140,11 +183,15 @@ impl EmbeddedStore {
         }
         // Keyspaces first, then the record: a crash in between leaves empty keyspaces that a
         // later create of the same name simply reuses.
+        let spec = super::TableSpec {
+            name: name.to_owned(),
+            families: Some(families.to_vec()),
+            versions,
+        };
         let table = Self::open_table(
             &self.db,
             &self.meta,
-            name,
-            Some(families.to_vec()),
+            &spec,
             TableOrigin::Created,
             true,
             self.budget,
@@ -158,7 +205,7 @@ impl EmbeddedStore {
                 ),
             });
         }
-        self.write_record(name, families, true)?;
+        self.write_record(name, families, &spec.versions, true)?;
         let info = table.info();
         self.registry_mut().insert(Arc::new(table));
         tracing::info!(table = %name, families = ?families, "created table");
@@ -178,6 +225,9 @@ impl EmbeddedStore {
         // a crash in between brings the table back empty, never leaves rows without a table.
         self.registry_mut().remove(name);
         self.db.delete_keyspace(table.rows.clone())?;
+        if let Some(versions) = &table.versions {
+            self.db.delete_keyspace(versions.keyspace.clone())?;
+        }
         let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
         batch.remove(&self.meta, table_key(name));
         batch.commit().map_err(|error| self.write_failed(error))?;
@@ -192,7 +242,7 @@ impl EmbeddedStore {
         self.check_writable()?;
         let table = self.created_table(name)?;
         let families = table.families.clone().unwrap_or_default();
-        self.write_record(name, &families, enabled)?;
+        self.write_record(name, &families, &table.keep(), enabled)?;
         table.enabled.store(enabled, Ordering::Release);
         Ok(())
     }
@@ -205,10 +255,17 @@ impl EmbeddedStore {
         }
     }
 
-    fn write_record(&self, name: &str, families: &[String], enabled: bool) -> Result<()> {
+    fn write_record(
+        &self,
+        name: &str,
+        families: &[String],
+        versions: &BTreeMap<String, u32>,
+        enabled: bool,
+    ) -> Result<()> {
         let record = TableRecord {
             families: families.to_vec(),
             enabled,
+            versions: versions.clone(),
         };
         // Rare and small: always fsync, so a table the client saw created survives power loss.
         let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));

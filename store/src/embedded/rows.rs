@@ -8,13 +8,24 @@ use std::sync::atomic::Ordering;
 use fjall::{OwnedWriteBatch, PersistMode};
 use hbidx_schema::model::{CellOp, Mutation};
 
+use crate::api::Cell;
 use crate::api::{Row, ScanBatch, ScanRequest, WriteReceipt};
 use crate::error::{Result, StoreError};
 use crate::row_cache::RowCacheStats;
 use crate::row_state::{MAX_ROWKEY_LEN, Projection, RowState, RowView, validate_mutation};
 
 use super::feed::offset_of;
-use super::{EmbeddedStore, Table, lock};
+use super::versions::{self, History};
+use super::{EmbeddedStore, Table, Versions, lock};
+
+/// A call's mutations, resolved and validated (`EmbeddedStore::prepare`).
+struct Prepared {
+    mutations: Vec<Mutation>,
+    /// The distinct tables of the call.
+    touched: Vec<Arc<Table>>,
+    /// Each mutation's table, as an index into `touched`.
+    slots: Vec<usize>,
+}
 
 /// The smallest key greater than every key starting with `prefix`, if any. Shared with the
 /// HBase store, which turns a prefix scan into a start/stop range the same way.
@@ -41,7 +52,7 @@ impl EmbeddedStore {
             return;
         }
         for table in tables {
-            for keyspace in std::iter::once(&table.rows).chain(table.feed.as_ref()) {
+            for keyspace in table.keyspaces() {
                 if keyspace.sealed_memtable_count() > 0 {
                     continue;
                 }
@@ -86,6 +97,98 @@ impl EmbeddedStore {
             }));
         }
         Ok(rows)
+    }
+
+    /// Every visible version of the cells of `rowkey` that `columns` selects (as in
+    /// [`get_rows_sync`](Self::get_rows_sync)), newest first per column: up to the family's
+    /// `VERSIONS`, one for the families keeping one. `None` when no such cell is visible.
+    pub fn get_versions_sync(
+        &self,
+        table: &str,
+        rowkey: &[u8],
+        columns: Option<&[String]>,
+    ) -> Result<Option<std::collections::BTreeMap<String, Vec<Cell>>>> {
+        let table = &*self.table(table)?;
+        if rowkey.is_empty() || rowkey.len() > MAX_ROWKEY_LEN {
+            return Ok(None);
+        }
+        let Some(bytes) = table.cache.get_or_read(rowkey, || table.rows.get(rowkey))? else {
+            return Ok(None);
+        };
+        let view =
+            RowView::decode(&bytes).map_err(|reason| Self::corrupt_row(table, rowkey, reason))?;
+        let history = match &table.versions {
+            Some(versions) => Some(self.read_history(table, versions, rowkey)?),
+            None => None,
+        };
+        let keep = table.keep();
+        let cells =
+            versions::visible_versions(&view, history.as_ref(), Projection::new(columns), &keep);
+        Ok((!cells.is_empty()).then_some(cells))
+    }
+
+    /// The stored older versions of one row (empty when there are none).
+    fn read_history(&self, table: &Table, versions: &Versions, rowkey: &[u8]) -> Result<History> {
+        match versions.keyspace.get(rowkey)? {
+            Some(bytes) => {
+                History::decode(&bytes).map_err(|reason| Self::corrupt_row(table, rowkey, reason))
+            }
+            None => Ok(History::default()),
+        }
+    }
+
+    /// A scan in descending rowkey order, as HBase's reversed scans: `request.start` is the
+    /// largest rowkey to return (inclusive; empty = from the last row), `request.stop` the
+    /// smallest bound (exclusive; `None` = to the first row). `next_start` continues it. A
+    /// `prefix` is refused: HBase's reversed scans take none.
+    pub fn scan_reversed_sync(&self, table: &str, request: &ScanRequest) -> Result<ScanBatch> {
+        let table = &*self.table(table)?;
+        if request.batch == 0 {
+            return Err(StoreError::InvalidRequest {
+                reason: "scan batch size must be at least 1".to_owned(),
+            });
+        }
+        if request.prefix.is_some() {
+            return Err(StoreError::InvalidRequest {
+                reason: "a reversed scan takes no prefix: give start and stop rows".to_owned(),
+            });
+        }
+        let projection = Projection::new(request.columns.as_deref());
+        let upper: Bound<&[u8]> = if request.start.is_empty() {
+            Bound::Unbounded
+        } else {
+            Bound::Included(&request.start)
+        };
+        let lower: Bound<&[u8]> = match request.stop.as_deref() {
+            Some(stop) if !stop.is_empty() => {
+                if !request.start.is_empty() && request.start.as_slice() <= stop {
+                    return Ok(ScanBatch::default());
+                }
+                Bound::Excluded(stop)
+            }
+            _ => Bound::Unbounded,
+        };
+        let mut batch = ScanBatch::default();
+        for guard in table.rows.range::<&[u8], _>((lower, upper)).rev() {
+            let (key, value) = guard.into_inner()?;
+            let view =
+                RowView::decode(&value).map_err(|reason| Self::corrupt_row(table, &key, reason))?;
+            if batch.rows.len() == request.batch {
+                if view.has_visible_cell(projection) {
+                    batch.next_start = Some(key.to_vec());
+                    break;
+                }
+                continue;
+            }
+            let cells = view.visible_cells(projection);
+            if !cells.is_empty() {
+                batch.rows.push(Row {
+                    rowkey: key.to_vec(),
+                    cells,
+                });
+            }
+        }
+        Ok(batch)
     }
 
     /// [`RowStore::scan`](crate::RowStore::scan), callable from any thread.
@@ -158,6 +261,53 @@ impl EmbeddedStore {
         if mutations.is_empty() {
             return Ok(WriteReceipt::default());
         }
+        let prepared = self.prepare(mutations)?;
+        let writer = lock(&self.writer);
+        self.commit_locked(&writer, prepared, with_feed)
+    }
+
+    /// Reads a row's latest state and writes what `decide` makes of it, with no other write in
+    /// between (under the writer mutex): HBase's atomic read-modify-write calls (increments,
+    /// appends, check-and-put). The operations go through the change feed like any write; none
+    /// means nothing is written. `decide`'s error is returned as it is, nothing written.
+    pub fn mutate_row_with<T, E: From<StoreError>>(
+        &self,
+        table: &str,
+        rowkey: &[u8],
+        decide: impl FnOnce(&RowState) -> std::result::Result<(Vec<CellOp>, T), E>,
+    ) -> std::result::Result<T, E> {
+        let handle = self.table(table)?;
+        if rowkey.is_empty() || rowkey.len() > MAX_ROWKEY_LEN {
+            return Err(StoreError::InvalidMutation {
+                reason: format!(
+                    "rowkey of {} bytes in table `{table}`: must be 1 to {MAX_ROWKEY_LEN} bytes",
+                    rowkey.len()
+                ),
+            }
+            .into());
+        }
+        let writer = lock(&self.writer);
+        self.check_writable()?;
+        let state = match handle.rows.get(rowkey).map_err(StoreError::from)? {
+            Some(bytes) => RowState::decode(&bytes)
+                .map_err(|reason| Self::corrupt_row(&handle, rowkey, reason))?,
+            None => RowState::default(),
+        };
+        let (ops, answer) = decide(&state)?;
+        if !ops.is_empty() {
+            let mutation = Mutation {
+                table: table.to_owned(),
+                rowkey: rowkey.to_vec(),
+                ops,
+            };
+            let prepared = self.prepare(vec![mutation])?;
+            self.commit_locked(&writer, prepared, true)?;
+        }
+        Ok(answer)
+    }
+
+    /// Resolves and validates a call's mutations before the writer mutex is taken.
+    fn prepare(&self, mutations: Vec<Mutation>) -> Result<Prepared> {
         // The distinct tables of the call, and each mutation's slot among them.
         let mut touched: Vec<Arc<Table>> = Vec::new();
         let mut slots = Vec::with_capacity(mutations.len());
@@ -175,8 +325,25 @@ impl EmbeddedStore {
             slots.push(slot);
             validate_mutation(mutation)?;
         }
+        Ok(Prepared {
+            mutations,
+            touched,
+            slots,
+        })
+    }
 
-        let writer = lock(&self.writer);
+    /// Writes prepared mutations as one batch; `_writer` is the writer mutex, held.
+    fn commit_locked(
+        &self,
+        _writer: &std::sync::MutexGuard<'_, ()>,
+        prepared: Prepared,
+        with_feed: bool,
+    ) -> Result<WriteReceipt> {
+        let Prepared {
+            mutations,
+            touched,
+            slots,
+        } = prepared;
         self.check_writable()?;
         // Tables are only deleted under the writer mutex: one still registered now stays so
         // until this batch is committed.
@@ -229,15 +396,36 @@ impl EmbeddedStore {
                     .map_err(|reason| Self::corrupt_row(table, &rowkey, reason))?,
                 None => RowState::default(),
             };
+            // Only tables with a family keeping more than one version read and write a history.
+            let mut history = match &table.versions {
+                Some(versions) => Some((self.read_history(table, versions, &rowkey)?, false)),
+                None => None,
+            };
             let mut changed = false;
+            let mut apply = |op: CellOp| match (&mut history, &table.versions) {
+                (Some((history, history_changed)), Some(versions)) => {
+                    let (state_changed, masked) =
+                        versions::apply(&mut state, history, op, &versions.keep);
+                    changed |= state_changed;
+                    *history_changed |= masked;
+                }
+                _ => changed |= state.apply(op),
+            };
             for op in ops {
-                changed |= state.apply(op);
+                apply(op);
             }
             while let Some((_, _, ops)) =
                 rows.next_if(|(next_slot, next_key, _)| *next_slot == slot && *next_key == rowkey)
             {
                 for op in ops {
-                    changed |= state.apply(op);
+                    apply(op);
+                }
+            }
+            if let (Some((history, true)), Some(versions)) = (&history, &table.versions) {
+                if history.is_empty() {
+                    batch.remove(&versions.keyspace, rowkey.clone());
+                } else {
+                    batch.insert(&versions.keyspace, rowkey.clone(), history.encode());
                 }
             }
             if changed {
@@ -268,7 +456,6 @@ impl EmbeddedStore {
                     .push((table.name.clone(), last));
             }
         }
-        drop(writer);
         receipt.last_offset_by_table.sort_unstable();
         Ok(receipt)
     }
@@ -318,11 +505,7 @@ impl EmbeddedStore {
             return Ok(());
         }
         let tables: Vec<Arc<Table>> = self.registry().by_name.values().cloned().collect();
-        let keyspaces = || {
-            tables
-                .iter()
-                .flat_map(|table| std::iter::once(&table.rows).chain(table.feed.as_ref()))
-        };
+        let keyspaces = || tables.iter().flat_map(|table| table.keyspaces());
         for keyspace in keyspaces() {
             if let Err(err) = keyspace.rotate_memtable() {
                 tracing::warn!(error = %err, "sealing a memtable at shutdown failed; its writes stay in the journal");

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hbidx_schema::model::CellOp;
@@ -236,6 +237,7 @@ fn created_tables_survive_reopen_have_no_feed_and_can_be_deleted() {
         TableInfo {
             name: "made".to_owned(),
             families: Some(vec!["cf".to_owned(), "x".to_owned()]),
+            versions: BTreeMap::new(),
             origin: TableOrigin::Created,
             enabled: false,
         }
@@ -309,4 +311,281 @@ fn unknown_tables_have_an_empty_closed_feed() {
         store.read_feed("nope", 0, 1),
         Err(StoreError::UnknownTable(_))
     ));
+}
+
+fn op_mutation(table: &str, rowkey: &str, ops: Vec<CellOp>) -> Mutation {
+    Mutation {
+        table: table.to_owned(),
+        rowkey: rowkey.as_bytes().to_vec(),
+        ops,
+    }
+}
+
+/// `(ts, value)` of every version of `column`, newest first.
+fn versions_of(
+    store: &EmbeddedStore,
+    table: &str,
+    rowkey: &str,
+    column: &str,
+) -> Vec<(i64, String)> {
+    store
+        .get_versions_sync(table, rowkey.as_bytes(), None)
+        .expect("reads versions")
+        .and_then(|mut columns| columns.remove(column))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|cell| (cell.ts, String::from_utf8(cell.value).expect("utf-8")))
+        .collect()
+}
+
+#[test]
+fn a_family_keeps_its_versions_across_reopen_and_deletes_mask_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = open(dir.path());
+        let families = ["v".to_owned(), "one".to_owned()];
+        let keep = BTreeMap::from([("v".to_owned(), 3), ("one".to_owned(), 1)]);
+        let info = store
+            .create_table_with_versions("made", &families, &keep)
+            .expect("create");
+        assert_eq!(info.versions, BTreeMap::from([("v".to_owned(), 3)]));
+        for (ts, value) in [(20, "b"), (10, "a"), (40, "d"), (30, "c")] {
+            store
+                .mutate_sync(vec![
+                    put("made", "r", "v:a", ts, value),
+                    put("made", "r", "one:a", ts, value),
+                ])
+                .expect("writes");
+        }
+        assert_eq!(
+            versions_of(&store, "made", "r", "v:a"),
+            [(40, "d".into()), (30, "c".into()), (20, "b".into())]
+        );
+        assert_eq!(
+            versions_of(&store, "made", "r", "one:a"),
+            [(40, "d".into())]
+        );
+        // The latest-state read is untouched by the versions below it.
+        let rows = store
+            .get_rows_sync("made", &[b"r".to_vec()], None)
+            .expect("get");
+        assert_eq!(rows[0].as_ref().expect("row").cells["v:a"].ts, 40);
+    }
+    let store = open(dir.path());
+    assert_eq!(
+        store.table_info("made").expect("info").versions,
+        BTreeMap::from([("v".to_owned(), 3)])
+    );
+    assert_eq!(versions_of(&store, "made", "r", "v:a").len(), 3);
+    // A cell delete below the newest masks the versions at or below it, and late puts.
+    store
+        .mutate_sync(vec![op_mutation(
+            "made",
+            "r",
+            vec![CellOp::DeleteCell {
+                column: "v:a".to_owned(),
+                ts: 30,
+            }],
+        )])
+        .expect("deletes");
+    store
+        .mutate_sync(vec![put("made", "r", "v:a", 25, "late")])
+        .expect("writes");
+    assert_eq!(versions_of(&store, "made", "r", "v:a"), [(40, "d".into())]);
+    store
+        .mutate_sync(vec![op_mutation(
+            "made",
+            "r",
+            vec![CellOp::DeleteRow { ts: 40 }],
+        )])
+        .expect("deletes");
+    assert!(versions_of(&store, "made", "r", "v:a").is_empty());
+    assert!(
+        store
+            .get_versions_sync("made", b"r", None)
+            .expect("reads")
+            .is_none()
+    );
+}
+
+#[test]
+fn tables_keeping_one_version_have_no_versions_keyspace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = |versions: BTreeMap<String, u32>| TableSpec {
+        name: "t".to_owned(),
+        families: Some(vec!["i".to_owned()]),
+        versions,
+    };
+    {
+        let store =
+            EmbeddedStore::open_tables(dir.path(), &[spec(BTreeMap::new())], Default::default())
+                .expect("opens");
+        store
+            .mutate_sync(vec![
+                put("t", "r", "i:a", 2, "new"),
+                put("t", "r", "i:a", 1, "old"),
+            ])
+            .expect("writes");
+        assert!(!store.db.keyspace_exists("vers.t"));
+        assert_eq!(versions_of(&store, "t", "r", "i:a"), [(2, "new".into())]);
+    }
+    {
+        let keep = BTreeMap::from([("i".to_owned(), 2)]);
+        let store = EmbeddedStore::open_tables(dir.path(), &[spec(keep)], Default::default())
+            .expect("opens");
+        assert!(store.db.keyspace_exists("vers.t"));
+        store
+            .mutate_sync(vec![put("t", "r", "i:a", 3, "newer")])
+            .expect("writes");
+        assert_eq!(
+            versions_of(&store, "t", "r", "i:a"),
+            [(3, "newer".into()), (2, "new".into())]
+        );
+    }
+    // Back to one version: the kept versions go, so they can't come back unmasked later.
+    let store =
+        EmbeddedStore::open_tables(dir.path(), &[spec(BTreeMap::new())], Default::default())
+            .expect("opens");
+    assert!(!store.db.keyspace_exists("vers.t"));
+}
+
+#[test]
+fn concurrent_read_modify_writes_of_one_row_lose_no_update() {
+    const THREADS: u64 = 4;
+    const INCREMENTS: u64 = 250;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(open(dir.path()));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for _ in 0..INCREMENTS {
+                    store
+                        .mutate_row_with("t", b"counter", |state| {
+                            let current = state.value("i:n").map_or(0, |bytes| {
+                                u64::from_be_bytes(bytes.try_into().expect("8 bytes"))
+                            });
+                            let put = CellOp::Put {
+                                column: "i:n".to_owned(),
+                                ts: i64::try_from(current).expect("small") + 1,
+                                value: (current + 1).to_be_bytes().to_vec(),
+                            };
+                            Ok::<_, StoreError>((vec![put], ()))
+                        })
+                        .expect("increments");
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("joins");
+    }
+    let rows = store
+        .get_rows_sync("t", &[b"counter".to_vec()], None)
+        .expect("get");
+    let value = &rows[0].as_ref().expect("row").cells["i:n"].value;
+    assert_eq!(
+        u64::from_be_bytes(value.as_slice().try_into().expect("8 bytes")),
+        THREADS * INCREMENTS
+    );
+    // Every increment went through the change feed.
+    let feed = store.read_feed("t", 0, 10_000).expect("feed");
+    assert_eq!(feed.len() as u64, THREADS * INCREMENTS);
+    // Nothing decided, nothing written; the decision's error comes back as it is.
+    let answer = store
+        .mutate_row_with("t", b"counter", |_| Ok::<_, StoreError>((Vec::new(), 7)))
+        .expect("reads");
+    assert_eq!(answer, 7);
+    let error = store
+        .mutate_row_with("t", b"counter", |_| {
+            Err::<(Vec<CellOp>, ()), _>(StoreError::InvalidRequest {
+                reason: "no".to_owned(),
+            })
+        })
+        .unwrap_err();
+    assert!(matches!(error, StoreError::InvalidRequest { .. }));
+    assert_eq!(store.last_offset("t") as u64, THREADS * INCREMENTS);
+}
+
+#[test]
+fn reversed_scans_run_from_start_down_to_stop_in_batches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let mutations: Vec<Mutation> = (0..10)
+        .map(|i| put("t", &format!("r{i}"), "i:a", 1, "v"))
+        .collect();
+    store.mutate_sync(mutations).expect("writes");
+    let keys = |start: &str, stop: Option<&str>, batch: usize| {
+        let mut request = ScanRequest {
+            start: start.as_bytes().to_vec(),
+            stop: stop.map(|stop| stop.as_bytes().to_vec()),
+            prefix: None,
+            columns: None,
+            batch,
+        };
+        let mut keys = Vec::new();
+        loop {
+            let found = store.scan_reversed_sync("t", &request).expect("scans");
+            assert!(found.rows.len() <= batch);
+            keys.extend(
+                found
+                    .rows
+                    .into_iter()
+                    .map(|row| String::from_utf8(row.rowkey).expect("utf-8")),
+            );
+            match found.next_start {
+                Some(next) => request.start = next,
+                None => break keys,
+            }
+        }
+    };
+    let all: Vec<String> = (0..10).rev().map(|i| format!("r{i}")).collect();
+    assert_eq!(keys("", None, 3), all);
+    assert_eq!(
+        keys("r7", Some("r4"), 2),
+        ["r7", "r6", "r5"],
+        "start inclusive, stop exclusive"
+    );
+    assert_eq!(
+        keys("r75", Some("r4"), 10),
+        ["r7", "r6", "r5"],
+        "start need not exist"
+    );
+    assert!(keys("r4", Some("r7"), 10).is_empty(), "stop above start");
+    let with_prefix = ScanRequest {
+        prefix: Some(b"r".to_vec()),
+        batch: 1,
+        ..ScanRequest::default()
+    };
+    assert!(matches!(
+        store.scan_reversed_sync("t", &with_prefix),
+        Err(StoreError::InvalidRequest { .. })
+    ));
+}
+
+#[test]
+fn a_table_record_from_before_versions_still_opens() {
+    #[derive(serde::Serialize)]
+    struct RecordV1 {
+        families: Vec<String>,
+        enabled: bool,
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = open(dir.path());
+        let record = RecordV1 {
+            families: vec!["cf".to_owned()],
+            enabled: false,
+        };
+        let bytes = postcard::to_extend(&record, vec![TABLE_RECORD_V1]).expect("encodes");
+        store
+            .meta
+            .insert([TABLE_KEY_PREFIX, b"old"].concat(), bytes)
+            .expect("writes");
+    }
+    let store = open(dir.path());
+    let info = store.table_info("old").expect("opens the old record");
+    assert_eq!(info.families, Some(vec!["cf".to_owned()]));
+    assert!(info.versions.is_empty());
+    assert!(!info.enabled);
 }
