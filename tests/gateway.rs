@@ -136,6 +136,32 @@ fn wait_for_phone(server: &Server, phone: &str, expected: &[&str]) -> Value {
     )
 }
 
+/// A happybase script's report: every line of `required` printed, the summary line (`summary`
+/// then the count) agreeing with the `ok` lines, and at least `at_least` checks run.
+fn expect_checks(stdout: &str, context: &str, summary: &str, required: &[&str], at_least: usize) {
+    for line in required {
+        assert!(
+            stdout.lines().any(|l| l == *line),
+            "{context}no `{line}` in:\n{stdout}"
+        );
+    }
+    let passed: usize = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(summary))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{context}no summary line in:\n{stdout}"));
+    assert_eq!(
+        passed,
+        stdout.lines().filter(|l| l.starts_with("ok ")).count(),
+        "{context}{stdout}"
+    );
+    assert!(
+        passed >= at_least,
+        "{context}only {passed} checks ran:\n{stdout}"
+    );
+}
+
 /// Panics unless python3 has happybase 1.2.0.
 fn require_happybase() {
     let check = Command::new("python3")
@@ -192,32 +218,22 @@ fn happybase_works_against_the_gateway_and_lookups_find_its_rows() {
         output.status,
         server.log_text()
     );
-    for line in [
-        "ok create_table lists the table",
-        "ok rows drops missing rows",
-        "ok scan row_prefix",
-        "ok scan row_start/row_stop",
-        "ok delete a row",
-        "ok batch puts",
-        "ok a counter that isn't 8 bytes",
-        "ok delete_table",
-    ] {
-        assert!(
-            stdout.lines().any(|l| l == line),
-            "no `{line}` in:\n{stdout}"
-        );
-    }
-    let passed: usize = stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("happybase compat: "))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
-    assert_eq!(
-        passed,
-        stdout.lines().filter(|l| l.starts_with("ok ")).count()
+    expect_checks(
+        &stdout,
+        "",
+        "happybase compat: ",
+        &[
+            "ok create_table lists the table",
+            "ok rows drops missing rows",
+            "ok scan row_prefix",
+            "ok scan row_start/row_stop",
+            "ok delete a row",
+            "ok batch puts",
+            "ok a counter that isn't 8 bytes",
+            "ok delete_table",
+        ],
+        40,
     );
-    assert!(passed >= 40, "only {passed} checks ran:\n{stdout}");
 
     // The rows happybase wrote into `user` went through the change feed into the index: every
     // field kind finds them, with the natural key decoded from the codec's rowkey.
@@ -299,31 +315,21 @@ fn happybase_filtered_scans_in_both_transports_and_protocols() {
             output.status,
             server.log_text()
         );
-        for line in [
-            "ok SingleColumnValueFilter",
-            "ok scan_batching cuts filtered rows",
-            "ok KeyOnlyFilter",
-            "ok FirstKeyOnlyFilter",
-            "ok AND binds tighter than OR",
-            "ok PageFilter, pages of 1",
-            "ok bad filter names the byte",
-        ] {
-            assert!(
-                stdout.lines().any(|l| l == line),
-                "{transport}/{protocol}: no `{line}` in:\n{stdout}"
-            );
-        }
-        let passed: usize = stdout
-            .lines()
-            .find_map(|line| line.strip_prefix("happybase filters: "))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
-        assert_eq!(
-            passed,
-            stdout.lines().filter(|l| l.starts_with("ok ")).count()
+        expect_checks(
+            &stdout,
+            &format!("{transport}/{protocol}: "),
+            "happybase filters: ",
+            &[
+                "ok SingleColumnValueFilter",
+                "ok scan_batching cuts filtered rows",
+                "ok KeyOnlyFilter",
+                "ok FirstKeyOnlyFilter",
+                "ok AND binds tighter than OR",
+                "ok PageFilter, pages of 1",
+                "ok bad filter names the byte",
+            ],
+            25,
         );
-        assert!(passed >= 25, "only {passed} checks ran:\n{stdout}");
     }
     for server in servers {
         server.stop();
@@ -389,32 +395,21 @@ fn happybase_sees_hbase_semantics_in_every_transport_and_protocol() {
             output.status,
             server.log_text()
         );
-        let summary = format!("hbase semantics {transport}/{protocol}: ");
-        let passed: usize = stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(&summary))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no summary line in:\n{stdout}"));
-        assert_eq!(
-            passed,
-            stdout.lines().filter(|l| l.starts_with("ok ")).count()
+        expect_checks(
+            &stdout,
+            &format!("{transport}/{protocol} (seed {seed}): "),
+            &format!("hbase semantics {transport}/{protocol}: "),
+            &[
+                "ok api counter_dec -7",
+                "ok api empty qualifier put",
+                "ok api row at a timestamp: the older version",
+                "ok api cells, every version",
+                "ok api reversed scan stops before stop",
+                "ok append answers the new values",
+                "ok checkAndPut on the value",
+            ],
+            200,
         );
-        assert!(passed >= 200, "only {passed} checks ran:\n{stdout}");
-        for line in [
-            "ok api counter_dec -7",
-            "ok api empty qualifier put",
-            "ok api row at a timestamp: the older version",
-            "ok api cells, every version",
-            "ok api reversed scan stops before stop",
-            "ok append answers the new values",
-            "ok checkAndPut on the value",
-        ] {
-            assert!(
-                stdout.lines().any(|l| l == line),
-                "no `{line}` in:\n{stdout}"
-            );
-        }
         server.stop();
     }
 }

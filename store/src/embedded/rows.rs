@@ -168,27 +168,8 @@ impl EmbeddedStore {
             }
             _ => Bound::Unbounded,
         };
-        let mut batch = ScanBatch::default();
-        for guard in table.rows.range::<&[u8], _>((lower, upper)).rev() {
-            let (key, value) = guard.into_inner()?;
-            let view =
-                RowView::decode(&value).map_err(|reason| Self::corrupt_row(table, &key, reason))?;
-            if batch.rows.len() == request.batch {
-                if view.has_visible_cell(projection) {
-                    batch.next_start = Some(key.to_vec());
-                    break;
-                }
-                continue;
-            }
-            let cells = view.visible_cells(projection);
-            if !cells.is_empty() {
-                batch.rows.push(Row {
-                    rowkey: key.to_vec(),
-                    cells,
-                });
-            }
-        }
-        Ok(batch)
+        let rows = table.rows.range::<&[u8], _>((lower, upper)).rev();
+        Self::fill_batch(table, rows, request.batch, projection)
     }
 
     /// [`RowStore::scan`](crate::RowStore::scan), callable from any thread.
@@ -216,17 +197,27 @@ impl EmbeddedStore {
         }
         let upper = upper.map_or(Bound::Unbounded, Bound::Excluded);
 
-        let mut batch = ScanBatch::default();
-        for guard in table
+        let rows = table
             .rows
-            .range::<&[u8], _>((Bound::Included(lower), upper))
-        {
+            .range::<&[u8], _>((Bound::Included(lower), upper));
+        Self::fill_batch(table, rows, request.batch, projection)
+    }
+
+    /// Up to `size` rows with a cell `projection` shows, in the order `rows` gives them (either
+    /// direction), and the next such row's key as `next_start`: a look-ahead, so that
+    /// `next_start` is `None` exactly when the scan is complete.
+    fn fill_batch(
+        table: &Table,
+        rows: impl Iterator<Item = fjall::Guard>,
+        size: usize,
+        projection: Projection<'_>,
+    ) -> Result<ScanBatch> {
+        let mut batch = ScanBatch::default();
+        for guard in rows {
             let (key, value) = guard.into_inner()?;
             let view =
                 RowView::decode(&value).map_err(|reason| Self::corrupt_row(table, &key, reason))?;
-            if batch.rows.len() == request.batch {
-                // Look ahead to the next row that would be returned, so `next_start` is `None`
-                // exactly when the scan is complete.
+            if batch.rows.len() == size {
                 if view.has_visible_cell(projection) {
                     batch.next_start = Some(key.to_vec());
                     break;
