@@ -222,6 +222,9 @@ fn count_lines(path: &Path) -> std::io::Result<u64> {
 struct PartitionCounters {
     dead_letters: u64,
     retention_lost: u64,
+    /// The partition's oldest offset as last read for [`KafkaSource::check_retention_gap`], and
+    /// when: re-read at most once a second.
+    low_watermark: Option<(Instant, i64)>,
     other_table: u64,
     foreign_skipped: u64,
     last_event_ms: Option<i64>,
@@ -512,18 +515,33 @@ impl KafkaSource {
     /// read (hbidx was stopped, or behind, for longer than the topic keeps events), and the
     /// consumer resumed at the oldest one left. Their writes reach the index by no path, so
     /// say so loudly and count them: `verify --full --repair` brings the rows back in line.
-    /// Checked on the watermark connection only when offsets jump, which is rare.
+    /// Checked on the watermark connection only when offsets jump, and at most once a second
+    /// per partition: a transactional producer leaves a gap (its commit marker) after every
+    /// transaction, and those must not cost a broker round trip each. Between two reads the
+    /// last one stands; the oldest offset only grows, so a stale one can only undercount.
     fn check_retention_gap(&mut self, partition: i32, last: i64, next: i64) {
-        let low = match self.watermarks.fetch_watermarks(
-            &self.config.topic,
-            partition,
-            Duration::from_secs(2),
-        ) {
-            Ok((low, _)) => low,
-            Err(err) => {
-                tracing::warn!(source = %self.name, partition, error = %err, "offsets jumped; cannot read the partition's oldest offset to tell whether retention deleted unread events");
-                return;
-            }
+        let cached = self
+            .counters
+            .get(&partition)
+            .and_then(|c| c.low_watermark)
+            .filter(|(at, _)| at.elapsed() < Duration::from_secs(1));
+        let low = match cached {
+            Some((_, low)) => low,
+            None => match self.watermarks.fetch_watermarks(
+                &self.config.topic,
+                partition,
+                Duration::from_secs(2),
+            ) {
+                Ok((low, _)) => {
+                    self.counters.entry(partition).or_default().low_watermark =
+                        Some((Instant::now(), low));
+                    low
+                }
+                Err(err) => {
+                    tracing::warn!(source = %self.name, partition, error = %err, "offsets jumped; cannot read the partition's oldest offset to tell whether retention deleted unread events");
+                    return;
+                }
+            },
         };
         let lost_until = low.min(next);
         if lost_until <= last + 1 {
