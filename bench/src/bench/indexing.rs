@@ -173,48 +173,69 @@ pub(super) async fn searchable_latency(
     table: &TableConfig,
     columns: &PersonColumns,
 ) -> Result<Row> {
-    let mut latencies = Vec::with_capacity(args.latency_writes);
-    {
-        let mut indexed = runtime_table.indexed.clone();
-        let extra = PeopleGen::new(DEMO_SEED ^ 0x5eed)
-            .skip(args.rows)
-            .take(args.latency_writes);
-        let mut pending: std::collections::VecDeque<(i64, Instant)> = Default::default();
-        let mut ticker = tokio::time::interval(Duration::from_millis(2));
-        let mut people = extra.into_iter();
-        let mut done_writing = false;
-        while !(done_writing && pending.is_empty()) {
-            tokio::select! {
-                _ = ticker.tick(), if !done_writing => {
-                    match people.next() {
-                        Some(person) => {
-                            let mutation = columns.mutation(table, &person, now_ms())?;
-                            let receipt = instance.embedded()?.mutate_sync(vec![mutation])?;
-                            if let Some((_, offset)) = receipt.last_offset_by_table.first() {
-                                pending.push_back((*offset, Instant::now()));
-                            }
-                        }
-                        None => done_writing = true,
-                    }
-                }
-                changed = indexed.changed() => {
-                    changed.context("indexer stopped")?;
-                    let at = indexed.borrow_and_update().position(CHANGE_FEED, 0).unwrap_or(0);
-                    while pending.front().is_some_and(|(offset, _)| *offset <= at) {
-                        if let Some((_, written)) = pending.pop_front() {
-                            latencies.push(written.elapsed().as_secs_f64() * 1e3);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let people = PeopleGen::new(DEMO_SEED ^ 0x5eed)
+        .skip(args.rows)
+        .take(args.latency_writes);
+    let mut latencies = write_steadily(
+        instance,
+        runtime_table,
+        table,
+        columns,
+        people,
+        Duration::from_millis(2),
+    )
+    .await?;
     let detail = format!("{} writes at 500/s", latencies.len());
     Ok(Row::latencies(
         "event → searchable latency",
         &mut latencies,
         &detail,
     ))
+}
+
+/// Writes `people` one row at a time, one every `every`, and returns how long each took
+/// (ms) from its write until it was searchable: the published index checkpoint covers its
+/// change-feed offset.
+async fn write_steadily(
+    instance: &hbidx_serve::Instance,
+    runtime_table: &hbidx_query::TableRuntime,
+    table: &TableConfig,
+    columns: &PersonColumns,
+    people: impl Iterator<Item = Person>,
+    every: Duration,
+) -> Result<Vec<f64>> {
+    let mut latencies = Vec::new();
+    let mut indexed = runtime_table.indexed.clone();
+    let mut pending: std::collections::VecDeque<(i64, Instant)> = Default::default();
+    let mut ticker = tokio::time::interval(every);
+    let mut people = people.into_iter();
+    let mut done_writing = false;
+    while !(done_writing && pending.is_empty()) {
+        tokio::select! {
+            _ = ticker.tick(), if !done_writing => {
+                match people.next() {
+                    Some(person) => {
+                        let mutation = columns.mutation(table, &person, now_ms())?;
+                        let receipt = instance.embedded()?.mutate_sync(vec![mutation])?;
+                        if let Some((_, offset)) = receipt.last_offset_by_table.first() {
+                            pending.push_back((*offset, Instant::now()));
+                        }
+                    }
+                    None => done_writing = true,
+                }
+            }
+            changed = indexed.changed() => {
+                changed.context("indexer stopped")?;
+                let at = indexed.borrow_and_update().position(CHANGE_FEED, 0).unwrap_or(0);
+                while pending.front().is_some_and(|(offset, _)| *offset <= at) {
+                    if let Some((_, written)) = pending.pop_front() {
+                        latencies.push(written.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
+            }
+        }
+    }
+    Ok(latencies)
 }
 
 /// Phase 4: the index size once the idle compaction (`CommitPolicy::compact_when_idle`) has
@@ -269,6 +290,10 @@ fn written_bytes() -> Option<u64> {
         .and_then(|value| value.trim().parse().ok())
 }
 
+/// The rows of each of phase 4b's bursts, and how many bursts.
+const TRICKLE_BURST: usize = 100;
+const TRICKLE_BURSTS: usize = 5;
+
 /// Phase 4b: a trickle, a quiet table's normal life: bursts of `TRICKLE_BURST` new rows at
 /// 200/s, each followed by a quiet spell that ends in the idle compaction (the bench's policy
 /// lets them run 10 s apart). What the process spends on it per written row — CPU, and bytes
@@ -282,8 +307,6 @@ pub(super) async fn trickle(
     table: &TableConfig,
     columns: &PersonColumns,
 ) -> Result<Row> {
-    const TRICKLE_BURST: usize = 100;
-    const TRICKLE_BURSTS: usize = 5;
     let idle = policy.compact_when_idle.unwrap_or(Duration::from_secs(3));
     let mut people = PeopleGen::new(DEMO_SEED ^ 0x7e1c)
         .skip(args.rows + args.latency_writes)
@@ -322,6 +345,51 @@ pub(super) async fn trickle(
     )
     .value(per_event, "KiB/row")
     .also("CPU", micros, "µs/row"))
+}
+
+/// Phase 4c: a steady trickle, a busy table's normal life: one new row every 20 ms (50/s) for
+/// `--trickle-seconds`, never quiet long enough for the idle compaction, so only the merge
+/// policy's own merges run. Per written row: the process's CPU and bytes written to disk, and
+/// how long each row took to become searchable. None of it may grow with the table.
+pub(super) async fn steady_trickle(
+    args: &BenchArgs,
+    instance: &hbidx_serve::Instance,
+    runtime_table: &hbidx_query::TableRuntime,
+    table: &TableConfig,
+    columns: &PersonColumns,
+) -> Result<Row> {
+    const EVERY: Duration = Duration::from_millis(20);
+    let writes = (args.trickle_seconds * 1000 / EVERY.as_millis() as u64) as usize;
+    let people = PeopleGen::new(DEMO_SEED ^ 0x57ea)
+        .skip(args.rows + args.latency_writes + TRICKLE_BURST * TRICKLE_BURSTS)
+        .take(writes);
+    let (cpu_before, written_before) = (process_cpu_seconds(), written_bytes());
+    let segments_before = runtime_table.searcher.sizes().segments;
+    let mut latencies =
+        write_steadily(instance, runtime_table, table, columns, people, EVERY).await?;
+    let events = latencies.len() as u64;
+    let cpu = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
+    let (cpu_text, micros) = cpu_per_event(cpu, events);
+    let per_event = written_bytes()
+        .zip(written_before)
+        .map_or(f64::NAN, |(after, before)| {
+            after.saturating_sub(before) as f64 / events.max(1) as f64 / 1024.0
+        });
+    latencies.sort_by(f64::total_cmp);
+    let p99 = super::percentile(&latencies, 99.0);
+    Ok(Row::new(
+        "steady trickle (50 writes/s, never idle)",
+        format!(
+            "{events} rows in {}s: {per_event:.1} KiB written/row{cpu_text}, searchable p99 {p99:.1} ms, segments {segments_before} → {}",
+            args.trickle_seconds,
+            runtime_table.searcher.sizes().segments
+        ),
+    )
+    .value(per_event, "KiB/row")
+    .also("CPU", micros, "µs/row")
+    .also("searchable p99", p99, "ms"))
 }
 
 pub(super) fn index_size_row(stats: &hbidx_indexer::IndexStats, note: String) -> Row {

@@ -61,6 +61,9 @@ pub struct BenchArgs {
     /// Single-row writes for the event→searchable latency.
     #[arg(long, default_value_t = 1000)]
     latency_writes: usize,
+    /// Seconds of the steady trickle of writes after the load (50 rows/s; 0 skips it).
+    #[arg(long, default_value_t = 60)]
+    trickle_seconds: u64,
     /// Seconds of HTTP lookup load (0 skips it).
     #[arg(long, default_value_t = 10)]
     lookup_seconds: u64,
@@ -198,6 +201,11 @@ pub async fn run(
     report.push(
         indexing::trickle(&args, &instance, &runtime_table, &policy, &table, &columns).await?,
     );
+    if args.trickle_seconds > 0 {
+        report.push(
+            indexing::steady_trickle(&args, &instance, &runtime_table, &table, &columns).await?,
+        );
+    }
 
     // Phase 5: HTTP lookups with wrk, against the service as `serve` runs it: with the
     // dashboard sampler, which is also what drains the metrics' histogram samples into their
