@@ -290,6 +290,36 @@ fn written_bytes() -> Option<u64> {
         .and_then(|value| value.trim().parse().ok())
 }
 
+/// The process's CPU time and bytes written to storage from a starting point on: what index
+/// maintenance costs per written row, background merges and the store's work included.
+struct Spent {
+    cpu: Option<f64>,
+    written: Option<u64>,
+}
+
+impl Spent {
+    fn start() -> Self {
+        Self {
+            cpu: process_cpu_seconds(),
+            written: written_bytes(),
+        }
+    }
+
+    /// KiB written per event, the CPU text of a row and CPU µs per event, since `start`.
+    fn per_event(&self, events: u64) -> (f64, String, f64) {
+        let cpu = process_cpu_seconds()
+            .zip(self.cpu)
+            .map(|(after, before)| after - before);
+        let (cpu_text, micros) = cpu_per_event(cpu, events);
+        let kib = written_bytes()
+            .zip(self.written)
+            .map_or(f64::NAN, |(after, before)| {
+                after.saturating_sub(before) as f64 / events.max(1) as f64 / 1024.0
+            });
+        (kib, cpu_text, micros)
+    }
+}
+
 /// The rows of each of phase 4b's bursts, and how many bursts.
 const TRICKLE_BURST: usize = 100;
 const TRICKLE_BURSTS: usize = 5;
@@ -311,7 +341,7 @@ pub(super) async fn trickle(
     let mut people = PeopleGen::new(DEMO_SEED ^ 0x7e1c)
         .skip(args.rows + args.latency_writes)
         .take(TRICKLE_BURST * TRICKLE_BURSTS);
-    let (cpu_before, written_before) = (process_cpu_seconds(), written_bytes());
+    let spent = Spent::start();
     let started = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_millis(5));
     for _ in 0..TRICKLE_BURSTS {
@@ -324,16 +354,7 @@ pub(super) async fn trickle(
         tokio::time::sleep(idle).await;
         settled(runtime_table, policy).await;
     }
-    let events = (TRICKLE_BURST * TRICKLE_BURSTS) as u64;
-    let cpu = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
-    let (cpu_text, micros) = cpu_per_event(cpu, events);
-    let per_event = written_bytes()
-        .zip(written_before)
-        .map_or(f64::NAN, |(after, before)| {
-            after.saturating_sub(before) as f64 / events as f64 / 1024.0
-        });
+    let (per_event, cpu_text, micros) = spent.per_event((TRICKLE_BURST * TRICKLE_BURSTS) as u64);
     let stats = runtime_table.searcher.sizes();
     Ok(Row::new(
         "trickle (bursts, idle compaction after each)",
@@ -363,20 +384,12 @@ pub(super) async fn steady_trickle(
     let people = PeopleGen::new(DEMO_SEED ^ 0x57ea)
         .skip(args.rows + args.latency_writes + TRICKLE_BURST * TRICKLE_BURSTS)
         .take(writes);
-    let (cpu_before, written_before) = (process_cpu_seconds(), written_bytes());
+    let spent = Spent::start();
     let segments_before = runtime_table.searcher.sizes().segments;
     let mut latencies =
         write_steadily(instance, runtime_table, table, columns, people, EVERY).await?;
     let events = latencies.len() as u64;
-    let cpu = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
-    let (cpu_text, micros) = cpu_per_event(cpu, events);
-    let per_event = written_bytes()
-        .zip(written_before)
-        .map_or(f64::NAN, |(after, before)| {
-            after.saturating_sub(before) as f64 / events.max(1) as f64 / 1024.0
-        });
+    let (per_event, cpu_text, micros) = spent.per_event(events);
     latencies.sort_by(f64::total_cmp);
     let p99 = super::percentile(&latencies, 99.0);
     Ok(Row::new(
