@@ -201,14 +201,13 @@ async fn write_steadily(
     runtime_table: &hbidx_query::TableRuntime,
     table: &TableConfig,
     columns: &PersonColumns,
-    people: impl Iterator<Item = Person>,
+    mut people: impl Iterator<Item = Person>,
     every: Duration,
 ) -> Result<Vec<f64>> {
     let mut latencies = Vec::new();
     let mut indexed = runtime_table.indexed.clone();
     let mut pending: std::collections::VecDeque<(i64, Instant)> = Default::default();
     let mut ticker = tokio::time::interval(every);
-    let mut people = people.into_iter();
     let mut done_writing = false;
     while !(done_writing && pending.is_empty()) {
         tokio::select! {

@@ -61,8 +61,9 @@ pub struct BenchArgs {
     /// Single-row writes for the event→searchable latency.
     #[arg(long, default_value_t = 1000)]
     latency_writes: usize,
-    /// Seconds of the steady trickle of writes after the load (50 rows/s; 0 skips it).
-    #[arg(long, default_value_t = 60)]
+    /// Seconds of the steady trickle of writes after the load (50 rows/s; 0 skips it; at most
+    /// a day).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     trickle_seconds: u64,
     /// Seconds of HTTP lookup load (0 skips it).
     #[arg(long, default_value_t = 10)]
