@@ -292,9 +292,9 @@ pub async fn run(
         .clone()
         .context("the Kafka table has no publisher")?;
     let mut latencies = Vec::new();
-    for person in hbidx_demo::people::PeopleGen::new(hbidx_demo::DEMO_SEED ^ 0xbe7c)
-        .skip(n)
-        .take(200)
+    for person in
+        hbidx_demo::people::PeopleGen::starting_at(hbidx_demo::DEMO_SEED ^ 0xbe7c, n as u64)
+            .take(200)
     {
         let mutation = columns.mutation(&table, &person, now_ms())?;
         let started = Instant::now();

@@ -173,9 +173,8 @@ pub(super) async fn searchable_latency(
     table: &TableConfig,
     columns: &PersonColumns,
 ) -> Result<Row> {
-    let people = PeopleGen::new(DEMO_SEED ^ 0x5eed)
-        .skip(args.rows)
-        .take(args.latency_writes);
+    let people =
+        PeopleGen::starting_at(DEMO_SEED ^ 0x5eed, args.rows as u64).take(args.latency_writes);
     let mut latencies = write_steadily(
         instance,
         runtime_table,
@@ -337,9 +336,9 @@ pub(super) async fn trickle(
     columns: &PersonColumns,
 ) -> Result<Row> {
     let idle = policy.compact_when_idle.unwrap_or(Duration::from_secs(3));
-    let mut people = PeopleGen::new(DEMO_SEED ^ 0x7e1c)
-        .skip(args.rows + args.latency_writes)
-        .take(TRICKLE_BURST * TRICKLE_BURSTS);
+    let mut people =
+        PeopleGen::starting_at(DEMO_SEED ^ 0x7e1c, (args.rows + args.latency_writes) as u64)
+            .take(TRICKLE_BURST * TRICKLE_BURSTS);
     let spent = Spent::start();
     let started = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_millis(5));
@@ -380,9 +379,11 @@ pub(super) async fn steady_trickle(
 ) -> Result<Row> {
     const EVERY: Duration = Duration::from_millis(20);
     let writes = (args.trickle_seconds * 1000 / EVERY.as_millis() as u64) as usize;
-    let people = PeopleGen::new(DEMO_SEED ^ 0x57ea)
-        .skip(args.rows + args.latency_writes + TRICKLE_BURST * TRICKLE_BURSTS)
-        .take(writes);
+    let people = PeopleGen::starting_at(
+        DEMO_SEED ^ 0x57ea,
+        (args.rows + args.latency_writes + TRICKLE_BURST * TRICKLE_BURSTS) as u64,
+    )
+    .take(writes);
     let spent = Spent::start();
     let segments_before = runtime_table.searcher.sizes().segments;
     let mut latencies =

@@ -100,6 +100,21 @@ impl PeopleGen {
         g
     }
 
+    /// The stream from person `first` (0-based) on, without generating the people before it:
+    /// uids, idcards and the phones' last 8 digits are those `new(seed).skip(first)` gives
+    /// (functions of the index, so unique as theirs are); phone prefixes and names are drawn
+    /// afresh. For writing rows past a loaded table's: `skip` generates
+    /// each skipped person (~1 µs), seconds of a core at 10M rows.
+    pub fn starting_at(seed: u64, first: u64) -> Self {
+        let mut g = Self::new(seed);
+        g.next = first.min(MAX_PEOPLE);
+        if first > 0 {
+            // 张三 and 李四 belong to the stream's first men.
+            g.forced_given = 2;
+        }
+        g
+    }
+
     fn build_pools(&mut self) {
         let mut male: Vec<String> = POPULAR_MALE.iter().map(|s| s.to_string()).collect();
         let mut female: Vec<String> = POPULAR_FEMALE.iter().map(|s| s.to_string()).collect();

@@ -265,3 +265,17 @@ fn idcards_agree_with_schema_normaliser() {
         assert!(normalize_idcard(&bad).is_err(), "{bad} accepted");
     }
 }
+
+#[test]
+fn starting_at_continues_uids_idcards_and_phone_suffixes_without_generating() {
+    let skipped: Vec<Person> = PeopleGen::new(11).skip(1_000).take(50).collect();
+    let started: Vec<Person> = PeopleGen::starting_at(11, 1_000).take(50).collect();
+    for (a, b) in skipped.iter().zip(&started) {
+        assert_eq!(a.uid, b.uid);
+        // A phone's prefix is drawn, its 8 digits after it are the person's own.
+        assert_eq!(a.phone[3..], b.phone[3..]);
+        assert_eq!(a.idcard, b.idcard);
+        assert!(!b.name.is_empty());
+    }
+    assert_eq!(started.len(), 50);
+}
