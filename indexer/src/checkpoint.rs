@@ -58,6 +58,23 @@ impl Checkpoint {
         serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
     }
 
+    /// The payload of a commit: the checkpoint, and whether every document of the index carries
+    /// its delete mark ([`PayloadFlags::delete_marks`]).
+    pub(crate) fn to_payload_with(&self, delete_marks: bool) -> String {
+        #[derive(Serialize)]
+        struct Payload<'a> {
+            #[serde(flatten)]
+            checkpoint: &'a Checkpoint,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            delete_marks: bool,
+        }
+        serde_json::to_string(&Payload {
+            checkpoint: self,
+            delete_marks,
+        })
+        .unwrap_or_else(|_| String::from("{}"))
+    }
+
     pub fn from_payload(payload: Option<&str>) -> Result<Self> {
         match payload {
             None => Ok(Self::default()),
@@ -65,6 +82,26 @@ impl Checkpoint {
             Some(text) => serde_json::from_str(text)
                 .map_err(|err| IndexerError::BadCheckpoint(err.to_string())),
         }
+    }
+}
+
+/// What a commit payload says about the index beside its checkpoint.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct PayloadFlags {
+    /// Every document that remembers a delete carries the `_live` delete mark, so those rows
+    /// are a postings walk away. Set by the writer of an index it created (or emptied) and
+    /// kept at each of its commits; an hbidx without marks rewrites the payload without it, so
+    /// an index it wrote to is walked the long way again.
+    #[serde(default)]
+    pub(crate) delete_marks: bool,
+}
+
+impl PayloadFlags {
+    /// Unreadable or absent payloads say nothing: no flag is set.
+    pub(crate) fn of(payload: Option<&str>) -> Self {
+        payload
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -100,5 +137,18 @@ mod tests {
             Checkpoint::default()
         );
         assert!(Checkpoint::from_payload(Some("not json")).is_err());
+    }
+
+    #[test]
+    fn the_delete_marks_flag_rides_beside_the_checkpoint() {
+        let mut checkpoint = Checkpoint::default();
+        checkpoint.advance("changefeed", 0, 10);
+        let marked = checkpoint.to_payload_with(true);
+        assert_eq!(Checkpoint::from_payload(Some(&marked)).unwrap(), checkpoint);
+        assert!(PayloadFlags::of(Some(&marked)).delete_marks);
+        // Without marks the payload is what a writer without them writes, and says so.
+        assert_eq!(checkpoint.to_payload_with(false), checkpoint.to_payload());
+        assert!(!PayloadFlags::of(Some(&checkpoint.to_payload())).delete_marks);
+        assert!(!PayloadFlags::of(None).delete_marks);
     }
 }

@@ -379,27 +379,20 @@ async fn run_store(
         // new index too: whatever HBase masks, they mask. After the count check, since a delete
         // that came after the scan read its row lowers the count rightly.
         let mut copied = 0u64;
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let (rows, cursor) = live_searcher.deletes_after(after.as_deref(), SCAN_BATCH)?;
-            for (rowkey, state) in rows {
-                if own.as_ref().is_some_and(|range| !range.contains(&rowkey)) {
-                    continue;
-                }
-                if let Some(ops) = deletes_of(&state) {
-                    writer.apply_repair(&hbidx_schema::model::Mutation {
-                        table: name.clone(),
-                        rowkey,
-                        ops,
-                    })?;
-                    copied += 1;
-                }
+        live_searcher.each_delete(|rowkey, state| {
+            if own.as_ref().is_some_and(|range| !range.contains(&rowkey)) {
+                return Ok(());
             }
-            match cursor {
-                Some(next) => after = Some(next),
-                None => break,
+            if let Some(ops) = deletes_of(&state) {
+                writer.apply_repair(&hbidx_schema::model::Mutation {
+                    table: name.clone(),
+                    rowkey,
+                    ops,
+                })?;
+                copied += 1;
             }
-        }
+            Ok(())
+        })?;
         writer.commit()?;
         tracing::info!(table = %name, rows = copied, "copied the live index's deletes into the new index");
         drop(writer);

@@ -13,6 +13,9 @@
 //! - `_state`: the row's [`RowState`](crate::state::RowState), stored (see `state.rs` for why):
 //!   the latest version of every indexed column and of every covered column, so a lookup that
 //!   wants only those is answered from the index ([`TableSearcher::kept_rows`]).
+//! - `_live`: [`LIVE_MARK`] on documents of rows with a visible value (the others only keep a
+//!   deleted row's tombstones), and [`DELETE_MARK`] on documents whose state remembers a delete
+//!   (row, family or cell tombstone), which a store reindex copies over by walking its postings.
 //! - `_covered.{column}`: one per covered column, neither indexed nor stored: it only makes the
 //!   schema say which columns `_state` covers, so changing `covered` is a schema change and the
 //!   server rebuilds the index, which fills the new columns in.
@@ -27,8 +30,15 @@ use hbidx_schema::config::{ClusterConfig, TableConfig};
 use tantivy::directory::MmapDirectory;
 use tantivy::{Index, IndexWriter, ReloadPolicy, TantivyDocument};
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, PayloadFlags};
 use crate::error::{IndexerError, Result};
+
+/// The `_live` term of a document whose row has a visible value.
+const LIVE_MARK: &str = "1";
+/// The `_live` term of a document whose state remembers a delete. Documents written before the
+/// mark existed lack it; an index says in its commit payload whether all of its documents have
+/// it ([`PayloadFlags::delete_marks`]).
+const DELETE_MARK: &str = "d";
 
 mod lookup;
 mod rowkey_cache;
@@ -67,7 +77,8 @@ pub fn open_table_index(
     })?;
     // Not `Index::open_or_create`: on a schema mismatch it fails with a generic schema error,
     // and the server must tell this case apart to rebuild the index.
-    let index = if Index::exists(&directory).map_err(tantivy::TantivyError::from)? {
+    let exists = Index::exists(&directory).map_err(tantivy::TantivyError::from)?;
+    let index = if exists {
         let index = Index::open(directory)?;
         if index.schema() != schema {
             return Err(IndexerError::SchemaMismatch {
@@ -76,9 +87,20 @@ pub fn open_table_index(
         }
         index
     } else {
-        Index::create(directory, schema, tantivy::IndexSettings::default())?
+        let mut settings = tantivy::IndexSettings::default();
+        if let Some(size) = std::env::var("HBIDX_AB_BLOCKSIZE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            settings.docstore_blocksize = size;
+        }
+        Index::create(directory, schema, settings)?
     };
-    let checkpoint = Checkpoint::from_payload(index.load_metas()?.payload.as_deref())?;
+    let payload = index.load_metas()?.payload;
+    let checkpoint = Checkpoint::from_payload(payload.as_deref())?;
+    // An index this writer creates has every document marked; one written before marks keeps
+    // its unmarked documents until a reindex replaces it.
+    let delete_marks = !exists || PayloadFlags::of(payload.as_deref()).delete_marks;
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
     let heap = HeapReservation::new(options.memory_budget_bytes as u64);
@@ -104,6 +126,7 @@ pub fn open_table_index(
         fields,
         searcher.clone(),
         checkpoint,
+        delete_marks,
         rows,
         heap,
     )

@@ -31,6 +31,7 @@ pub(super) struct Fields {
     pub(super) state: Field,
     /// `"1"` on documents of rows with at least one visible value. The others only keep the
     /// row's tombstones (so a late, older put can't resurrect it) and are not rows any more.
+    /// `"d"` on documents that remember a delete (see the module docs of [`super`]).
     pub(super) live: Field,
     pub(super) by_name: HashMap<String, FieldHandles>,
 }

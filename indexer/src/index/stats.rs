@@ -36,7 +36,7 @@ impl TableSearcher {
         // `TableIndexWriter::stats` instead, which keeps a running count.
         let searcher = self.reader().searcher();
         let live = TermQuery::new(
-            Term::from_field_text(self.fields.live, "1"),
+            Term::from_field_text(self.fields.live, super::LIVE_MARK),
             IndexRecordOption::Basic,
         );
         IndexStats {

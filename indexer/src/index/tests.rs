@@ -1,4 +1,5 @@
 use hbidx_schema::model::{CellOp, Mutation};
+use tantivy::Term;
 
 use super::*;
 
@@ -92,6 +93,96 @@ fn rows_after_pages_through_live_rows_in_rowkey_order() {
     }
     let expected: Vec<Vec<u8>> = expected.into_iter().collect();
     assert_eq!(seen, expected);
+}
+
+/// The rows that remember a delete (row, family, cell) are found through their mark, live or
+/// not, in every segment, once each; an index written without marks finds the same ones by
+/// reading every row's state.
+#[test]
+fn each_delete_finds_the_rows_that_remember_a_delete() {
+    let (_dir, table, mut writer, searcher) = user_index();
+    let ops = |key: &str| -> Vec<CellOp> {
+        let put = |column: &str, value: &str| CellOp::Put {
+            column: column.into(),
+            ts: 5,
+            value: value.as_bytes().to_vec(),
+        };
+        match key {
+            "u1" => vec![CellOp::DeleteRow { ts: 9 }],
+            "u2" => vec![
+                put("info:name", "张三"),
+                CellOp::DeleteFamily {
+                    family: "info".into(),
+                    ts: 2,
+                },
+            ],
+            "u3" => vec![
+                put("info:name", "李四"),
+                CellOp::DeleteCell {
+                    column: "info:phone".into(),
+                    ts: 7,
+                },
+            ],
+            _ => vec![put("info:name", "王五")],
+        }
+    };
+    let mut offset = 0;
+    for segment in 0..3 {
+        for i in 0..6 {
+            offset += 1;
+            let key = format!("u{}", segment * 10 + i);
+            let event = Mutation {
+                table: table.name.clone(),
+                rowkey: table.rowkey.encode(&key).unwrap(),
+                ops: ops(&key),
+            };
+            writer.apply(&event, "t", 0, offset).unwrap();
+        }
+        writer.commit().unwrap();
+    }
+    // u3 again in a later segment: its earlier document is deleted, its tombstone kept.
+    offset += 1;
+    let event = Mutation {
+        table: table.name.clone(),
+        rowkey: table.rowkey.encode("u3").unwrap(),
+        ops: ops("u0"),
+    };
+    writer.apply(&event, "t", 0, offset).unwrap();
+    writer.commit().unwrap();
+
+    let found = |searcher: &TableSearcher| {
+        let mut found = Vec::new();
+        let count = searcher
+            .each_delete(|rowkey, state| {
+                assert!(scan::remembers_delete(&state));
+                found.push(rowkey);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(count as usize, found.len());
+        found.sort();
+        found
+    };
+    let mut expected: Vec<Vec<u8>> = ["u1", "u2", "u3"]
+        .iter()
+        .map(|key| table.rowkey.encode(key).unwrap())
+        .collect();
+    expected.sort();
+    let marks = Term::from_field_text(searcher.fields.live, DELETE_MARK);
+    let reader = searcher.reader().searcher();
+    assert_eq!(
+        reader.doc_freq(&marks).unwrap(),
+        4,
+        "u1, u2 and u3's two documents"
+    );
+    assert_eq!(found(&searcher), expected);
+
+    // The same index as an hbidx without marks leaves it: the walk reads every row instead.
+    writer.forget_delete_marks();
+    writer.commit().unwrap();
+    let payload = reader.index().load_metas().unwrap().payload;
+    assert!(!PayloadFlags::of(payload.as_deref()).delete_marks);
+    assert_eq!(found(&searcher), expected);
 }
 
 /// A lookup's state reads (covered columns) use built filters but never build one: they run

@@ -58,6 +58,9 @@ pub struct TableIndexWriter {
     /// The flag says whether a document for the row exists (committed or pending).
     overlay: HashMap<Vec<u8>, (RowState, bool), foldhash::fast::RandomState>,
     checkpoint: Checkpoint,
+    /// Every document of the index carries its delete mark ([`super::DELETE_MARK`]): said in
+    /// each commit's payload ([`crate::checkpoint::PayloadFlags`]).
+    delete_marks: bool,
     /// The checkpoint of the last successful commit, for rollback.
     committed: Checkpoint,
     uncommitted_ops: usize,
@@ -113,6 +116,7 @@ impl TableIndexWriter {
         fields: Arc<Fields>,
         searcher: TableSearcher,
         checkpoint: Checkpoint,
+        delete_marks: bool,
         rows: u64,
         heap: HeapReservation,
     ) -> Self {
@@ -124,6 +128,7 @@ impl TableIndexWriter {
             overlay: HashMap::default(),
             committed: checkpoint.clone(),
             checkpoint,
+            delete_marks,
             uncommitted_ops: 0,
             invalid_values: 0,
             pending: Vec::with_capacity(PENDING_BATCH),
@@ -155,6 +160,13 @@ impl TableIndexWriter {
         self.own_range
             .as_ref()
             .is_some_and(|range| !range.contains(rowkey))
+    }
+
+    /// Commits from here on say the index is not all marked, as an hbidx without delete marks
+    /// writes them.
+    #[cfg(test)]
+    pub(super) fn forget_delete_marks(&mut self) {
+        self.delete_marks = false;
     }
 
     /// The checkpoint of the last commit plus everything applied since.
@@ -290,7 +302,10 @@ impl TableIndexWriter {
         doc.add_bytes(self.fields.rowkey, rowkey);
         doc.add_bytes(self.fields.state, &state.encode());
         if state.has_values() {
-            doc.add_text(self.fields.live, "1");
+            doc.add_text(self.fields.live, super::LIVE_MARK);
+        }
+        if super::scan::remembers_delete(state) {
+            doc.add_text(self.fields.live, super::DELETE_MARK);
         }
         let mut invalid = 0;
         for (name, handles) in &self.fields.by_name {
@@ -367,7 +382,7 @@ impl TableIndexWriter {
     pub fn commit(&mut self) -> Result<Checkpoint> {
         self.flush_pending()?;
         let mut prepared = self.writer.prepare_commit()?;
-        prepared.set_payload(&self.checkpoint.to_payload());
+        prepared.set_payload(&self.checkpoint.to_payload_with(self.delete_marks));
         prepared.commit()?;
         self.searcher.reader().reload()?;
         self.overlay.clear();
@@ -498,6 +513,8 @@ impl TableIndexWriter {
         self.overlay.clear();
         self.writer.delete_all_documents()?;
         self.checkpoint = Checkpoint::default();
+        // Whatever is written from here on is marked.
+        self.delete_marks = true;
         // Every row goes, counted as such only once the commit has happened (a failed one is
         // rolled back, and the count with it).
         self.rows_delta = -i64::try_from(self.rows).unwrap_or(i64::MAX);
