@@ -90,6 +90,7 @@ pub(super) async fn verify_full(
     client: &reqwest::Client,
     base: &str,
     table: &str,
+    settled: std::time::Duration,
     report: &mut Vec<Row>,
 ) -> Result<()> {
     let (job, secs) = run_job(client, base, table, "verify", json!({"full": true})).await?;
@@ -105,7 +106,8 @@ pub(super) async fn verify_full(
         Row::new(
             "verify --full (index ↔ store, both ways)",
             format!(
-                "{rate:.0} rows/s ({index_rows} index rows and {store_rows} store rows in {secs:.2}s; drift {drift})"
+                "{rate:.0} rows/s ({index_rows} index rows and {store_rows} store rows in {secs:.2}s; drift {drift}; after {:.1}s for the reindex's merges)",
+                settled.as_secs_f64()
             ),
         )
         .value(rate, "rows/s"),

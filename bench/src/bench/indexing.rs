@@ -263,7 +263,10 @@ pub(super) async fn sizes(
 
 /// The index's sizes once the idle compaction has nothing left to merge and none is merging:
 /// down to one segment, or to the few it keeps apart. At most 10 minutes.
-async fn settled(runtime_table: &hbidx_query::TableRuntime, policy: &CommitPolicy) -> IndexStats {
+pub(super) async fn settled(
+    runtime_table: &hbidx_query::TableRuntime,
+    policy: &CommitPolicy,
+) -> IndexStats {
     let started = Instant::now();
     let busy = || {
         runtime_table
