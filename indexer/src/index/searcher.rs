@@ -170,16 +170,19 @@ impl TableSearcher {
 
     /// Whether the idle compaction has work here: recent segments it would merge
     /// ([`CompactionScope::Recent`](super::CompactionScope::Recent)) of at most `max_docs`
-    /// documents, as of the last reload.
+    /// documents. From the index's committed segment list, as the compaction itself decides:
+    /// the reader is reloaded at commits, not when one of tantivy's own merges ends, so its
+    /// segments can be ones merged away since (and would say "pending" until the next commit).
     pub fn compaction_pending(&self, max_docs: u64) -> bool {
-        let searcher = self.reader().searcher();
-        let sizes: Vec<super::writer::SegmentSize> = searcher
-            .segment_readers()
+        let Ok(metas) = self.reader().searcher().index().searchable_segment_metas() else {
+            return false;
+        };
+        let sizes: Vec<super::writer::SegmentSize> = metas
             .iter()
-            .map(|segment| super::writer::SegmentSize {
-                id: segment.segment_id(),
-                docs: segment.max_doc(),
-                live: segment.num_docs(),
+            .map(|meta| super::writer::SegmentSize {
+                id: meta.id(),
+                docs: meta.max_doc(),
+                live: meta.num_docs(),
             })
             .collect();
         super::writer::recent_segments(&sizes, max_docs).len() >= 2

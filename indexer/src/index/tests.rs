@@ -279,6 +279,35 @@ fn rowkey_filters_find_every_row_and_skip_segments_without_it() {
     }
 }
 
+/// Whether the idle compaction has work is read from the index's segment list, as the
+/// compaction decides it: a merge of tantivy's own doesn't reload the searcher, whose older
+/// list would say "pending" until the next commit while the compaction finds nothing to do.
+#[test]
+fn compaction_pending_sees_merges_the_searcher_has_not_reloaded() {
+    let (_dir, table, mut writer, searcher) = user_index();
+    let mut offset = 0;
+    for key in ["u1", "u2", "u3"] {
+        offset += 1;
+        let event = mutation(&table, key, offset, Some("张三"));
+        writer.apply(&event, "t", 0, offset).unwrap();
+        writer.commit().unwrap();
+    }
+    let max_docs = 1_000_000;
+    assert!(searcher.compaction_pending(max_docs));
+    let ids: Vec<_> = searcher
+        .reader()
+        .searcher()
+        .segment_readers()
+        .iter()
+        .map(|segment| segment.segment_id())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    writer.merge_unseen(&ids);
+    assert_eq!(searcher.reader().searcher().segment_readers().len(), 3);
+    assert!(!searcher.compaction_pending(max_docs));
+    assert!(!writer.compact(max_docs, CompactionScope::Recent).unwrap());
+}
+
 #[test]
 fn the_writer_counts_live_rows_as_it_goes_and_measures_only_changed_segments() {
     let (dir, table, mut writer, searcher) = user_index();

@@ -162,6 +162,13 @@ impl TableIndexWriter {
             .is_some_and(|range| !range.contains(rowkey))
     }
 
+    /// Merges `ids` as tantivy's merge policy does: the index's segment list changes, the
+    /// searcher is not reloaded.
+    #[cfg(test)]
+    pub(super) fn merge_unseen(&mut self, ids: &[tantivy::index::SegmentId]) {
+        self.writer.merge(ids).wait().unwrap();
+    }
+
     /// Commits from here on say the index is not all marked, as an hbidx without delete marks
     /// writes them.
     #[cfg(test)]
