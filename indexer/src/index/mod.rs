@@ -98,9 +98,12 @@ pub fn open_table_index(
     };
     let payload = index.load_metas()?.payload;
     let checkpoint = Checkpoint::from_payload(payload.as_deref())?;
-    // An index this writer creates has every document marked; one written before marks keeps
-    // its unmarked documents until a reindex replaces it.
-    let delete_marks = !exists || PayloadFlags::of(payload.as_deref()).delete_marks;
+    // An index this writer creates (or finds without a segment: created, never committed) has
+    // every document marked; one written before marks keeps its unmarked documents until a
+    // reindex replaces it.
+    let delete_marks = !exists
+        || PayloadFlags::of(payload.as_deref()).delete_marks
+        || index.searchable_segment_metas()?.is_empty();
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
     let heap = HeapReservation::new(options.memory_budget_bytes as u64);
