@@ -129,10 +129,10 @@ pub fn open_table_index(
         fields,
         searcher.clone(),
         checkpoint,
-        delete_marks,
         rows,
         heap,
     )
+    .with_delete_marks(delete_marks)
     .with_own_range(own_range);
     Ok((writer, searcher))
 }

@@ -116,7 +116,6 @@ impl TableIndexWriter {
         fields: Arc<Fields>,
         searcher: TableSearcher,
         checkpoint: Checkpoint,
-        delete_marks: bool,
         rows: u64,
         heap: HeapReservation,
     ) -> Self {
@@ -128,7 +127,7 @@ impl TableIndexWriter {
             overlay: HashMap::default(),
             committed: checkpoint.clone(),
             checkpoint,
-            delete_marks,
+            delete_marks: false,
             uncommitted_ops: 0,
             invalid_values: 0,
             pending: Vec::with_capacity(PENDING_BATCH),
@@ -139,6 +138,13 @@ impl TableIndexWriter {
             compactions_running: Arc::default(),
             _heap: heap,
         }
+    }
+
+    /// Says whether every document of the index carries its delete mark (an index this
+    /// writer's open created, or whose payload says so).
+    pub(super) fn with_delete_marks(mut self, delete_marks: bool) -> Self {
+        self.delete_marks = delete_marks;
+        self
     }
 
     /// Restricts the writer to one shard's rowkeys (`[cluster]`).
