@@ -135,33 +135,13 @@ impl TableSearcher {
                 }
             }
         }
-        let term = Term::from_field_text(self.fields.live, super::DELETE_MARK);
-        for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
-            let Some(mut postings) = segment
-                .inverted_index(self.fields.live)?
-                .read_postings(&term, IndexRecordOption::Basic)
-                .map_err(tantivy::TantivyError::from)?
-            else {
-                continue;
-            };
-            let Some(column) = segment.fast_fields().bytes("_rk")? else {
-                continue;
-            };
-            let alive = segment.alive_bitset();
-            let mut doc = postings.doc();
-            while doc != tantivy::TERMINATED {
-                if alive.is_none_or(|bits| bits.is_alive(doc))
-                    && let Some(rowkey) = rowkey_at(&column, doc)?
-                {
-                    let address = DocAddress::new(segment_ord as u32, doc);
-                    let state = self.state_at(&searcher, address, &rowkey)?;
-                    visit(rowkey, state)?;
-                    visited += 1;
-                }
-                doc = postings.advance();
+        self.walk_marked(&searcher, super::DELETE_MARK, |_, address, read_rowkey| {
+            if let Some(rowkey) = read_rowkey()? {
+                let state = self.state_at(&searcher, address, &rowkey)?;
+                visit(rowkey, state)?;
             }
-        }
-        Ok(visited)
+            Ok(())
+        })
     }
 
     fn states_after(
@@ -348,9 +328,20 @@ impl TableSearcher {
     fn walk_live(
         &self,
         searcher: &tantivy::Searcher,
+        visit: impl FnMut(u64, DocAddress, &dyn Fn() -> Result<Option<Vec<u8>>>) -> Result<()>,
+    ) -> Result<u64> {
+        self.walk_marked(searcher, super::LIVE_MARK, visit)
+    }
+
+    /// Like [`Self::walk_live`], over the documents (not deleted) whose `_live` terms hold
+    /// `mark`.
+    fn walk_marked(
+        &self,
+        searcher: &tantivy::Searcher,
+        mark: &str,
         mut visit: impl FnMut(u64, DocAddress, &dyn Fn() -> Result<Option<Vec<u8>>>) -> Result<()>,
     ) -> Result<u64> {
-        let term = Term::from_field_text(self.fields.live, super::LIVE_MARK);
+        let term = Term::from_field_text(self.fields.live, mark);
         let mut seen = 0u64;
         for (segment_ord, segment) in searcher.segment_readers().iter().enumerate() {
             let Some(mut postings) = segment
