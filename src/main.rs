@@ -269,12 +269,33 @@ fn main() {
         // report. `--log` or RUST_LOG brings them back (and measures their cost).
         cli.log.push_str(",audit=warn");
     }
-    logging::init(&cli.log, cli.log_format);
-    if let Err(err) = run(cli) {
-        eprintln!("error: {err:#}");
-        std::process::exit(2);
+    let log = logging::init(&cli.log, cli.log_format);
+    let result = run(cli);
+    // What the log writer still holds goes out before the process ends (`exit` runs no
+    // destructors), and before the error line, so that the two keep their order.
+    drop(log);
+    match result {
+        Ok(()) => {}
+        Err(err) if err.is::<DriftRemains>() => std::process::exit(1),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::exit(2);
+        }
     }
 }
+
+/// `hbidx verify` found drift it didn't repair: exit code 1 (the report says what), unlike an
+/// error (2).
+#[derive(Debug)]
+struct DriftRemains;
+
+impl std::fmt::Display for DriftRemains {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("drift remains")
+    }
+}
+
+impl std::error::Error for DriftRemains {}
 
 /// Transparent huge pages off for this process (`prctl(PR_SET_THP_DISABLE)`; see
 /// docs/design/memory.md). mimalloc asks for huge pages on its arenas and gives freed memory
@@ -421,7 +442,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 |url, key| admin_client::verify(url, key, &table, sample, repair),
             )?;
             if drift > 0 {
-                std::process::exit(1);
+                return Err(DriftRemains.into());
             }
             Ok(())
         }

@@ -1006,3 +1006,51 @@ fn paging_cursors_are_sealed_and_open_wherever_the_key_is_shared() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_stalled_log_reader_holds_up_no_lookup_and_loses_no_audit_line() {
+    // Every lookup writes an audit line. Once the process's stderr stops draining (a log
+    // collector that stalls), the pipe fills after some 400 lines; the lookups must go on, and
+    // every line must come out once the reader is back.
+    const LOOKUPS: usize = 3000;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, release) =
+        Server::start_with_stalled_log(&["serve"], &dir.path().join("data"), &[]);
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {TEST_API_KEY}").parse().unwrap(),
+    );
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    let url = server.url("/v1/tables/user/rows?phone=13800138000");
+    for i in 0..LOOKUPS {
+        let response = client
+            .get(&url)
+            .send()
+            .unwrap_or_else(|err| panic!("lookup {i} with stderr unread: {err}"));
+        assert_eq!(response.status(), 200, "lookup {i}");
+    }
+    // Health checks too, while the lines are still queued.
+    assert_eq!(
+        client.get(server.url("/healthz")).send().unwrap().status(),
+        200
+    );
+    release.send(()).unwrap();
+    let audited = || {
+        server
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("audit") && l.contains("operation=\"lookup\""))
+            .count()
+    };
+    eventually("every lookup's audit line", Duration::from_secs(30), || {
+        (audited() >= LOOKUPS).then_some(())
+    });
+    assert_eq!(audited(), LOOKUPS);
+    // Masked on the writer thread as before.
+    assert!(!server.log_text().contains("13800138000"));
+}

@@ -77,12 +77,46 @@ impl Server {
         )
     }
 
+    /// [`Server::start`] whose stderr nobody reads once the "listening on" line is in, until
+    /// the returned sender sends (or is dropped): a log collector that stalls, with the pipe
+    /// filling up behind it.
+    pub fn start_with_stalled_log(
+        subcommand: &[&str],
+        data_dir: &Path,
+        extra: &[&str],
+    ) -> (Server, mpsc::Sender<()>) {
+        let (release, hold) = mpsc::channel();
+        let server = Self::launch_holding(
+            "127.0.0.1:0",
+            subcommand,
+            data_dir,
+            extra,
+            &[
+                ("HBIDX_API_KEY", TEST_API_KEY),
+                ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
+            ],
+            Some(hold),
+        );
+        (server, release)
+    }
+
     fn launch(
         listen: &str,
         subcommand: &[&str],
         data_dir: &Path,
         extra: &[&str],
         env: &[(&str, &str)],
+    ) -> Server {
+        Self::launch_holding(listen, subcommand, data_dir, extra, env, None)
+    }
+
+    fn launch_holding(
+        listen: &str,
+        subcommand: &[&str],
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        hold: Option<mpsc::Receiver<()>>,
     ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_hbidx"));
         command.env_remove("HBIDX_API_KEY");
@@ -119,6 +153,11 @@ impl Server {
                             .unwrap_or_default()
                             .to_string();
                         let _ = tx.send(addr);
+                        log.lock().unwrap().push(line);
+                        if let Some(hold) = &hold {
+                            let _ = hold.recv();
+                        }
+                        continue;
                     }
                     log.lock().unwrap().push(line);
                 }
