@@ -345,11 +345,15 @@ fn server_workers_setting_sets_the_http_threads() {
             .filter_map(|task| std::fs::read_to_string(task.unwrap().path().join("comm")).ok())
             .filter(|name| name.starts_with("hbidx-http-"))
             .count();
-        let log = server.log_text();
-        let line = log
-            .lines()
-            .find(|line| line.contains("serving"))
-            .unwrap_or_else(|| panic!("no serving line in:\n{log}"));
+        // Log lines reach stderr from the log writer thread, possibly after the "listening
+        // on" line the server prints itself.
+        let line = eventually("the serving line", Duration::from_secs(10), || {
+            server
+                .log_text()
+                .lines()
+                .find(|line| line.contains("serving"))
+                .map(str::to_string)
+        });
         let value = line
             .split("http_threads=")
             .nth(1)

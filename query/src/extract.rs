@@ -13,21 +13,52 @@ use crate::{ApiError, SharedState};
 /// can't hold the connection.
 pub struct ApiJson<T>(pub T);
 
+/// What a JSON body's top level must be. serde's derived structs also accept an array of their
+/// fields in order (`[null]` reads as `{"sample": null}`), a form the API documents nowhere and
+/// a client sends only by mistake: the request types refuse it.
+pub trait BodyShape {
+    /// Whether the body must be a JSON object.
+    const OBJECT: bool = true;
+}
+
+impl<T> BodyShape for Vec<T> {
+    const OBJECT: bool = false;
+}
+
+impl BodyShape for serde_json::Map<String, serde_json::Value> {}
+
 impl<T> FromRequest<SharedState> for ApiJson<T>
 where
-    T: DeserializeOwned,
+    T: DeserializeOwned + BodyShape,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &SharedState) -> Result<Self, Self::Rejection> {
         let limit = state.limits.body_timeout;
-        match tokio::time::timeout(limit, axum::Json::<T>::from_request(req, state)).await {
-            Ok(Ok(axum::Json(value))) => Ok(Self(value)),
-            Ok(Err(rejection)) => Err(json_rejection(rejection)),
-            Err(_) => Err(ApiError::RequestTimeout(format!(
-                "the request body did not arrive within {} ms",
-                limit.as_millis()
-            ))),
+        // Read as raw JSON first (content type, size limit and syntax checked as before), so
+        // its top level can be checked before the type reads it.
+        let raw = match tokio::time::timeout(
+            limit,
+            axum::Json::<Box<serde_json::value::RawValue>>::from_request(req, state),
+        )
+        .await
+        {
+            Ok(Ok(axum::Json(raw))) => raw,
+            Ok(Err(rejection)) => return Err(json_rejection(rejection)),
+            Err(_) => {
+                return Err(ApiError::RequestTimeout(format!(
+                    "the request body did not arrive within {} ms",
+                    limit.as_millis()
+                )));
+            }
+        };
+        let text = raw.get().trim_start();
+        if T::OBJECT && !text.starts_with('{') {
+            return Err(ApiError::bad_request("body", "must be a JSON object"));
+        }
+        match axum::Json::<T>::from_bytes(text.as_bytes()) {
+            Ok(axum::Json(value)) => Ok(Self(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
         }
     }
 }

@@ -172,6 +172,8 @@ pub struct ReindexRequest {
     pub from: String,
 }
 
+impl crate::extract::BodyShape for ReindexRequest {}
+
 #[derive(Debug, ToSchema)]
 #[schema(rename_all = "lowercase")]
 #[allow(dead_code)]

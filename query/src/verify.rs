@@ -54,6 +54,8 @@ pub struct VerifyRequest {
     pub repair: bool,
 }
 
+impl crate::extract::BodyShape for VerifyRequest {}
+
 /// One kind of drift: how many rows, and a few of them.
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct Found {

@@ -48,6 +48,8 @@ pub struct PutBody {
     pub ts: Option<i64>,
 }
 
+impl crate::extract::BodyShape for PutBody {}
+
 /// `cells`: a map with at least one entry (utoipa has no `min_properties` on a field).
 fn cells_schema() -> utoipa::openapi::Object {
     utoipa::openapi::ObjectBuilder::new()

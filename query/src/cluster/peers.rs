@@ -402,6 +402,8 @@ pub struct RepairRequest {
     pub rowkeys: Vec<Vec<u8>>,
 }
 
+impl crate::extract::BodyShape for RepairRequest {}
+
 /// A table name in a URL path (names are HBase identifiers, but a `:` of a namespace isn't
 /// path-safe everywhere).
 fn encode(table: &str) -> String {

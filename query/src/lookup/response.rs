@@ -198,6 +198,8 @@ pub struct BatchLookupRequest {
     pub partial: bool,
 }
 
+impl crate::extract::BodyShape for BatchLookupRequest {}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BatchResult {
     /// Position of the value in the request.
