@@ -99,7 +99,12 @@ impl RowCache {
         if let Some(row) = &row {
             let current = self.stripe(rowkey);
             if *current == generation {
-                self.rows.insert(rowkey.to_vec(), row.clone());
+                // A copy of its own: a row read from a table file is a view into the whole
+                // decompressed block it came from, and caching the view would keep the block
+                // alive (KiBs for a row of a few hundred bytes) outside any budget: hundreds
+                // of MB of anonymous memory at 10M rows, uncounted by the weight below.
+                self.rows
+                    .insert(rowkey.to_vec(), Slice::new(row.as_slice()));
             }
         }
         Ok(row)
@@ -174,6 +179,37 @@ mod tests {
             Ok(Some(slice("new"))),
             "the row read before the write was cached"
         );
+    }
+
+    #[test]
+    fn a_cached_row_keeps_no_block_alive() {
+        // What fjall returns for a row read from a table file: a view into its decompressed
+        // block, sharing the block's allocation.
+        let block = byteview::ByteView::from(vec![7u8; 64 << 10]);
+        let row = Slice::from(block.slice(1000..1300));
+        assert_eq!(block.ref_count(), 2, "the view shares the block");
+        let cache = RowCache::new(1 << 20);
+        let read = cache_row(&cache, row);
+        assert_eq!(read.len(), 300);
+        drop(read);
+        assert_eq!(
+            block.ref_count(),
+            1,
+            "the cache holds a view of the whole block for a 300-byte row"
+        );
+        assert_eq!(cache.stats().entries, 1);
+    }
+
+    /// Reads `row` through `cache` (a miss, which caches it; what it returns is dropped), then
+    /// returns what a second read finds in the cache.
+    fn cache_row(cache: &RowCache, row: Slice) -> Slice {
+        let _ = cache.get_or_read(b"k", move || Ok::<_, ()>(Some(row)));
+        cache
+            .get_or_read(b"k", || -> Result<Option<Slice>, ()> {
+                panic!("read again")
+            })
+            .unwrap()
+            .unwrap()
     }
 
     #[test]
