@@ -339,11 +339,12 @@ async fn run_store(
             }
             let index_started = Instant::now();
             for row in batch.rows {
-                writer.apply_repair(&row_as_puts(&name, row))?;
+                writer.apply_scanned(&row_as_puts(&name, row))?;
                 scanned += 1;
             }
-            // The writer keeps every uncommitted row's state in memory: without commits along
-            // the way a scan of N rows would hold all N (gigabytes at 10M rows).
+            // A commit is the only point where the writer waits for tantivy's indexing threads:
+            // without one, documents queue for them without bound (up to 10,000 batches of
+            // 1024) while the scan outruns them, gigabytes at 10M rows.
             if writer.uncommitted_ops() >= REBUILD_COMMIT_ROWS {
                 writer.commit()?;
             }
@@ -395,7 +396,10 @@ async fn run_store(
         })?;
         writer.commit()?;
         tracing::info!(table = %name, rows = copied, "copied the live index's deletes into the new index");
-        drop(writer);
+        // Merges the shadow's merge policy started must end before the directory is renamed
+        // under them: dropped, the writer would leave them running, to fail on the moved
+        // directory and leave the new live index with all their segments to compact again.
+        writer.finish()?;
         jobs_state.jobs.update(job, |j| j.total = scanned);
         Ok(())
     })
@@ -403,8 +407,9 @@ async fn run_store(
     swap(state, wiring, indexers, table_name, job, || {}).await
 }
 
-/// Rows merged into a start-up rebuild between two commits: bounds the writer's in-memory
-/// overlay of uncommitted rows on a big table.
+/// Rows a scan applies between two commits: bounds the documents queued for tantivy's indexing
+/// threads and, should rows come out of order, the writer's in-memory row states (a scan in
+/// rowkey order into an empty index keeps none: `TableIndexWriter::apply_scanned`).
 const REBUILD_COMMIT_ROWS: usize = 200_000;
 
 /// Rebuilds, at start, a table index that can't be opened because it was built for another
@@ -443,7 +448,7 @@ pub fn rebuild_outdated(
             .scan_sync(&table.name, &request)
             .with_context(|| format!("scanning table {}", table.name))?;
         for row in batch.rows {
-            writer.apply_repair(&row_as_puts(&table.name, row))?;
+            writer.apply_scanned(&row_as_puts(&table.name, row))?;
             scanned += 1;
         }
         if writer.uncommitted_ops() >= REBUILD_COMMIT_ROWS {

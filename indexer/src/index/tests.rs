@@ -449,3 +449,58 @@ fn a_recent_compaction_leaves_the_big_segment_alone() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A scan into an empty index keeps no row states until its commit, and stays exact when a row
+/// comes out of order or the index already holds rows.
+#[test]
+fn a_scan_into_an_empty_index_keeps_no_states_and_stays_exact() {
+    let (_dir, table, mut writer, searcher) = user_index();
+    // The table's rowkeys start with a hash: scan order is the encoded keys' order.
+    let mut keys = ["u1", "u2", "u3", "u4"].map(|key| (table.rowkey.encode(key).unwrap(), key));
+    keys.sort();
+    let [first, second, third, fourth] = keys.map(|(_, key)| key);
+    for key in [first, second, third] {
+        writer
+            .apply_scanned(&mutation(&table, key, 1, Some("张三")))
+            .unwrap();
+    }
+    assert_eq!(
+        writer.uncommitted_states(),
+        0,
+        "ascending rows keep no state"
+    );
+    // The second row again is out of order. What came before is committed, and the row is
+    // merged with its committed state: one document, the newer name.
+    writer
+        .apply_scanned(&mutation(&table, second, 2, Some("赵六")))
+        .unwrap();
+    assert_eq!(writer.uncommitted_states(), 1, "the full path from then on");
+    writer
+        .apply_scanned(&mutation(&table, fourth, 1, Some("钱七")))
+        .unwrap();
+    assert_eq!(writer.uncommitted_states(), 2);
+    writer.commit().unwrap();
+    let stats = writer.stats();
+    assert_eq!((stats.rows, stats.docs), (4, 4), "no row indexed twice");
+    assert_eq!(searcher.stats().rows, 4, "the walk agrees");
+    let state = searcher
+        .committed_state(&table.rowkey.encode(second).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.value("info:name"), Some("赵六".as_bytes()));
+
+    // A writer over an index that holds rows never skips the lookups, even in order.
+    let (dir, table, mut writer, _searcher) = user_index();
+    writer
+        .apply_repair(&mutation(&table, "u9", 1, Some("张三")))
+        .unwrap();
+    writer.commit().unwrap();
+    drop(writer);
+    let (mut writer, _) = open_table_index(dir.path(), table.clone(), &one_thread()).unwrap();
+    writer
+        .apply_scanned(&mutation(&table, "u9", 2, Some("李四")))
+        .unwrap();
+    assert_eq!(writer.uncommitted_states(), 1);
+    writer.commit().unwrap();
+    assert_eq!((writer.stats().rows, writer.stats().docs), (1, 1));
+}
