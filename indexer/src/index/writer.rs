@@ -86,6 +86,15 @@ pub struct TableIndexWriter {
     _heap: HeapReservation,
 }
 
+/// What [`TableIndexWriter::apply_ops`] knows of a row before applying to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// It may have a document and a state (committed, or since the last commit): look them up.
+    Unknown,
+    /// It has neither ([`ScanLoad::Ascending`]).
+    Fresh,
+}
+
 /// A table scan loaded into an empty index ([`TableIndexWriter::apply_scanned`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ScanLoad {
@@ -251,7 +260,7 @@ impl TableIndexWriter {
             ApplyOutcome::foreign()
         } else {
             self.scan_load = ScanLoad::Off;
-            self.apply_ops(&mutation.rowkey, &mutation.ops)?
+            self.apply_ops(&mutation.rowkey, &mutation.ops, Known::Unknown)?
         };
         self.checkpoint.advance(source, partition, offset);
         Ok(outcome)
@@ -267,7 +276,7 @@ impl TableIndexWriter {
             return Ok(ApplyOutcome::foreign());
         }
         self.scan_load = ScanLoad::Off;
-        self.apply_ops(&mutation.rowkey, &mutation.ops)
+        self.apply_ops(&mutation.rowkey, &mutation.ops, Known::Unknown)
     }
 
     /// Applies one row of a table scan (a reindex by scan, a rebuild), like
@@ -292,7 +301,7 @@ impl TableIndexWriter {
         };
         if fresh {
             self.scan_load = ScanLoad::Ascending(rowkey.to_vec());
-            return self.apply_fresh(rowkey, &mutation.ops);
+            return self.apply_ops(rowkey, &mutation.ops, Known::Fresh);
         }
         if matches!(self.scan_load, ScanLoad::Ascending(_)) {
             // Rows applied since the last commit kept no state: commit them so that the full
@@ -300,7 +309,7 @@ impl TableIndexWriter {
             self.commit()?;
         }
         self.scan_load = ScanLoad::Off;
-        self.apply_ops(rowkey, &mutation.ops)
+        self.apply_ops(rowkey, &mutation.ops, Known::Unknown)
     }
 
     /// Nothing applied since the writer opened and no document committed.
@@ -317,45 +326,23 @@ impl TableIndexWriter {
                 .all(|segment| segment.max_doc() == 0)
     }
 
-    /// [`Self::apply_ops`] for a row known to have no document and no state.
-    fn apply_fresh(&mut self, rowkey: &[u8], ops: &[CellOp]) -> Result<ApplyOutcome> {
-        let mut state = RowState::default();
-        let table = &self.table;
-        let ops = crate::state::blind_ops(table, ops);
-        let changed =
-            crate::state::apply_indexed(&mut state, &ops, |column| table.keeps_column(column));
-        let mut outcome = ApplyOutcome {
-            changed,
-            ..ApplyOutcome::default()
-        };
-        if changed && !state.is_empty() {
-            let (doc, invalid) = self.build_doc(rowkey, &state);
-            outcome.invalid_values = invalid;
-            self.invalid_values += u64::from(invalid);
-            self.pending.push(UserOperation::Add(doc));
-            self.uncommitted_ops += 1;
-            self.rows_delta += i64::from(state.has_values());
-            if self.pending.len() >= PENDING_BATCH {
-                self.flush_pending()?;
-            }
-        }
-        Ok(outcome)
-    }
-
     /// Row states applied since the last commit and kept in memory for it.
     pub fn uncommitted_states(&self) -> usize {
         self.overlay.len()
     }
 
-    fn apply_ops(&mut self, rowkey: &[u8], ops: &[CellOp]) -> Result<ApplyOutcome> {
+    fn apply_ops(&mut self, rowkey: &[u8], ops: &[CellOp], known: Known) -> Result<ApplyOutcome> {
         // `has_doc`: some document (committed, or added since the last commit) may exist for
         // this rowkey. When none can, the upsert skips its delete: tantivy resolves every delete
         // term against every segment at commit, which is most of a bulk load's cost otherwise.
-        let (mut state, has_doc) = match self.overlay.remove(rowkey) {
-            Some((state, has_doc)) => (state, has_doc),
-            None => match self.searcher.committed_state(rowkey)? {
-                Some(state) => (state, true),
-                None => (RowState::default(), false),
+        let (mut state, has_doc) = match known {
+            Known::Fresh => (RowState::default(), false),
+            Known::Unknown => match self.overlay.remove(rowkey) {
+                Some((state, has_doc)) => (state, has_doc),
+                None => match self.searcher.committed_state(rowkey)? {
+                    Some(state) => (state, true),
+                    None => (RowState::default(), false),
+                },
             },
         };
         let was_live = state.has_values();
@@ -389,7 +376,11 @@ impl TableIndexWriter {
             // (`build_doc`); the one it replaces did when the previous state had them.
             self.rows_delta += i64::from(state.has_values()) - i64::from(was_live);
         }
-        self.overlay.insert(rowkey.to_vec(), (state, doc_after));
+        // A fresh row of a scan is never looked up again before the commit (see
+        // `apply_scanned`): its state needn't stay in memory.
+        if known == Known::Unknown {
+            self.overlay.insert(rowkey.to_vec(), (state, doc_after));
+        }
         if self.pending.len() >= PENDING_BATCH {
             self.flush_pending()?;
         }
