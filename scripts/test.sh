@@ -158,9 +158,11 @@ fuzz=false
 if { [ $# -eq 0 ] || [ "$*" = "--no-fail-fast" ]; } && [ "${FUZZ_SECONDS:-20}" != 0 ]; then
   fuzz=true
   fuzz_log=$(mktemp)
-  trap 'rm -f "$tools_log" "$results" "$fuzz_log"' EXIT
-  nice -n 19 bash scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
+  # In a process group of its own, so that a failing test run, which ends this script here
+  # (set -e), takes the whole fuzz build with it instead of leaving cargo compiling, orphaned.
+  setsid nice -n 19 bash scripts/fuzz.sh --build-only >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
+  trap 'kill -- -"$fuzz_pid" 2>/dev/null || true; rm -f "$tools_log" "$results" "$fuzz_log"' EXIT
 fi
 
 log "cargo test --release --workspace $* -- --include-ignored (CHAOS_SEED=$CHAOS_SEED)"
