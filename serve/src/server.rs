@@ -207,6 +207,13 @@ pub struct OpenedRows {
     rows: Arc<dyn RowStore>,
 }
 
+impl OpenedRows {
+    /// The embedded store, when the rows are in it (`[store] kind = "embedded"`).
+    pub fn embedded(&self) -> Option<&Arc<EmbeddedStore>> {
+        self.embedded.as_ref()
+    }
+}
+
 /// Opens the row store alone: the first half of [`open`]. For the embedded store this is
 /// fjall's recovery (journal replay), which `hbidx bench` times apart from indexing.
 pub fn open_rows(config: &HbidxConfig, data_dir: &Path) -> Result<OpenedRows> {

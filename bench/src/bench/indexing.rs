@@ -55,6 +55,7 @@ pub(super) fn export_csv(path: &std::path::Path, rows: usize) -> Result<()> {
 /// Returns the sample of their phones that the lookups use.
 pub(super) fn load_store(
     args: &BenchArgs,
+    config: &HbidxConfig,
     data_dir: &std::path::Path,
     table: &TableConfig,
     columns: &PersonColumns,
@@ -62,10 +63,13 @@ pub(super) fn load_store(
 ) -> Result<UniformSample> {
     let rows = args.rows as u64;
     let mut sample = UniformSample::new(rows);
-    let store = hbidx_store::EmbeddedStore::open(
-        &data_dir.join("store"),
-        std::slice::from_ref(&table.name),
-    )?;
+    // Opened as `hbidx serve` opens it: with the `[memory]` budget's block cache and memtables
+    // (fjall keeps a keyspace's memtable limit from its creation, here), so that this phase's
+    // memory rows measure the budget the later phases run under.
+    let opened = hbidx_serve::open_rows(config, data_dir)?;
+    let store = opened
+        .embedded()
+        .context("the bench writes its people into the embedded store")?;
     let ts = now_ms();
     let started = Instant::now();
     let mut i = 0u64;

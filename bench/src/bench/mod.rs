@@ -151,7 +151,8 @@ pub async fn run(
     let rss = RssMonitor::start();
 
     // Phase 1: fill the store and its change feed with no indexer running.
-    let mut sample = indexing::load_store(&args, &data_dir, &table, &columns, &mut report)?;
+    let mut sample =
+        indexing::load_store(&args, &config, &data_dir, &table, &columns, &mut report)?;
     report.push(rss.phase("store load"));
 
     // Phase 2: index the whole feed.
