@@ -25,6 +25,12 @@ pub const TEST_API_KEY: &str = "hbidx_aGJpZHggaW50ZWdyYXRpb24gdGVzdHMnIEFQSSBrZX
 /// with `[cluster]`.
 pub const TEST_CLUSTER_KEY: &str = "hbidx_aGJpZHggY2x1c3RlciB0ZXN0IHBlZXJzJyBrZXkuLi4";
 
+/// The environment [`Server::start`] gives every server: both test keys.
+const TEST_KEYS: &[(&str, &str)] = &[
+    ("HBIDX_API_KEY", TEST_API_KEY),
+    ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
+];
+
 pub struct Server {
     pub child: Child,
     pub base: String,
@@ -41,15 +47,7 @@ impl Server {
     /// Runs `hbidx <args> --listen 127.0.0.1:0 --data-dir <dir>` with [`TEST_API_KEY`] and
     /// waits for its "listening on" line.
     pub fn start(subcommand: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
-        Self::start_with_env(
-            subcommand,
-            data_dir,
-            extra,
-            &[
-                ("HBIDX_API_KEY", TEST_API_KEY),
-                ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
-            ],
-        )
+        Self::start_with_env(subcommand, data_dir, extra, TEST_KEYS)
     }
 
     /// [`Server::start`] with these environment variables instead of the test key
@@ -65,16 +63,7 @@ impl Server {
 
     /// [`Server::start`] on a fixed address (a sharded tier's config names every replica's).
     pub fn start_on(listen: &str, subcommand: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
-        Self::launch(
-            listen,
-            subcommand,
-            data_dir,
-            extra,
-            &[
-                ("HBIDX_API_KEY", TEST_API_KEY),
-                ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
-            ],
-        )
+        Self::launch(listen, subcommand, data_dir, extra, TEST_KEYS)
     }
 
     /// [`Server::start`] whose stderr nobody reads once the "listening on" line is in, until
@@ -91,10 +80,7 @@ impl Server {
             subcommand,
             data_dir,
             extra,
-            &[
-                ("HBIDX_API_KEY", TEST_API_KEY),
-                ("HBIDX_CLUSTER_KEY", TEST_CLUSTER_KEY),
-            ],
+            TEST_KEYS,
             Some(hold),
         );
         (server, release)

@@ -300,7 +300,14 @@ impl TableIndexWriter {
             ScanLoad::Off => false,
         };
         if fresh {
-            self.scan_load = ScanLoad::Ascending(rowkey.to_vec());
+            // The last rowkey's buffer is reused: one allocation per scan, not per row.
+            match &mut self.scan_load {
+                ScanLoad::Ascending(last) => {
+                    last.clear();
+                    last.extend_from_slice(rowkey);
+                }
+                load => *load = ScanLoad::Ascending(rowkey.to_vec()),
+            }
             return self.apply_ops(rowkey, &mutation.ops, Known::Fresh);
         }
         if matches!(self.scan_load, ScanLoad::Ascending(_)) {
