@@ -377,7 +377,9 @@ impl EmbeddedStore {
         let budget = TableBudget {
             row_cache_bytes: options.row_cache_bytes,
             // fjall seals a memtable at its limit and flushes it while the next one fills, so
-            // a keyspace holds up to about two of them.
+            // a keyspace holds up to about two of them: the sealed one, or once flushed the
+            // same one kept alive by fjall's version history until any keyspace rotates, which
+            // `write_buffer_size` (the budget's gauge) no longer counts.
             keyspace_memtable_bytes: (options.memtable_bytes / keyspaces / 2).max(1 << 20),
         };
         let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
