@@ -182,7 +182,8 @@ pub async fn run(
         }
         report.push(store_size_row(&data_dir, rows));
         instance.shutdown_indexers().await?;
-        return finish(&config, &args, &data_dir, &rss, report).await;
+        kafka_part(&config, &args, &data_dir, &rss, &mut report).await?;
+        return finish(&args, &data_dir, report);
     }
 
     // Phase 3: event → searchable latency at a steady write rate.
@@ -292,6 +293,10 @@ pub async fn run(
     sampler.abort();
     let _ = sampler.await;
     restart::close(instance, runtime_table).await?;
+    // The Kafka part runs here, with the first store closed: from phase 8 on the Thrift
+    // gateway's thread keeps that store open until the process exits (thrift's server has no
+    // shutdown), and the Kafka part's memory rows would carry it.
+    kafka_part(&config, &args, &data_dir, &rss, &mut report).await?;
     let (instance, server, restart_row) = restart::restart(
         &config,
         &data_dir,
@@ -333,21 +338,25 @@ pub async fn run(
 
     report.push(measure::rss_row());
     instance.shutdown_indexers().await?;
-    finish(&config, &args, &data_dir, &rss, report).await
+    finish(&args, &data_dir, report)
 }
 
-/// The Kafka part (with --kafka), clean-up and the report: the table on stdout and, with
-/// `--json`, the file.
-async fn finish(
+/// The Kafka part, with --kafka: its own data dir and instance, the bench's first one closed.
+async fn kafka_part(
     config: &HbidxConfig,
     args: &BenchArgs,
     data_dir: &std::path::Path,
     rss: &RssMonitor,
-    mut report: Vec<Row>,
+    report: &mut Vec<Row>,
 ) -> Result<()> {
-    if let Some(brokers) = &args.kafka {
-        crate::kafka::run(config, args.rows, brokers, data_dir, rss, &mut report).await?;
+    match &args.kafka {
+        Some(brokers) => crate::kafka::run(config, args.rows, brokers, data_dir, rss, report).await,
+        None => Ok(()),
     }
+}
+
+/// Clean-up and the report: the table on stdout and, with `--json`, the file.
+fn finish(args: &BenchArgs, data_dir: &std::path::Path, report: Vec<Row>) -> Result<()> {
     if args.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(data_dir);
     }
