@@ -3,7 +3,8 @@
 //! Benchmarks, not timed tests: nothing here asserts, it measures and prints. The people are
 //! generated as they are written (no vector of the whole data set: the process measured is
 //! the server), keeping only a uniform sample of their phones for the lookups. Phases:
-//! 1. load N people into the embedded store (the change feed fills up; timed separately);
+//! 1. load N people into the embedded store, opened within the `[memory]` budget as `serve`
+//!    opens it (the change feed fills up; timed separately);
 //! 2. reopen the store (fjall replays its journal; timed on its own row), then start the
 //!    indexer on the full feed and time until it has committed everything (events/s through
 //!    the change feed into tantivy);
@@ -22,6 +23,10 @@
 //!    lookups asking only for indexed and covered columns, answered from the index, beside the
 //!    same ones read over Thrift1 (`consistency=store`), and what the covered columns add to
 //!    the index.
+//!
+//! With `--kafka`, the Kafka part (`crate::kafka`) runs between phase 7's close and its reopen
+//! (after phase 2 with `--indexing-only`), with the first store closed: phase 8's gateway keeps
+//! that store open until the process exits, and the Kafka rows measure their own instance.
 //!
 //! The process's RSS (anonymous and file-backed) is sampled all along: a row per phase with
 //! the figure at its end and the peak during it.
