@@ -82,6 +82,7 @@ fn the_budget_is_split_enforced_and_reported() {
         "row_cache",
         "rowkey_cache",
         "source_buffers",
+        "index_merges",
     ]
     .iter()
     .map(|name| budget(name))
@@ -107,12 +108,20 @@ fn the_budget_is_split_enforced_and_reported() {
     let block_cache = part(&samples, "hbidx_memory_used_bytes", "store_cache").unwrap();
     assert!(block_cache <= budget("store_cache"), "{block_cache}");
     assert!(part(&samples, "hbidx_memory_used_bytes", "source_buffers").is_none());
+    // Every merge of a table's segments is capped by its share of the merges' part, at the
+    // ~24 bytes of heap a merge holds per document; the example config has one table.
+    let merge_max_docs = samples
+        .iter()
+        .find(|s| s.name == "hbidx_index_merge_max_docs" && s.label("table") == Some("user"))
+        .map(|s| s.value)
+        .expect("hbidx_index_merge_max_docs{table=\"user\"}");
+    assert_eq!(merge_max_docs, (budget("index_merges") / 24.0).floor());
 
     // The dashboard's data has the same parts.
     let (status, summary) = get(&server.url("/v1/ops/summary"));
     assert_eq!(status, 200, "{summary}");
     let memory = summary["memory"].as_array().unwrap();
-    assert_eq!(memory.len(), 6, "{summary}");
+    assert_eq!(memory.len(), 7, "{summary}");
     let row_cache = memory.iter().find(|p| p["part"] == "row_cache").unwrap();
     assert_eq!(row_cache["budget_bytes"], 2 << 20);
     server.stop();

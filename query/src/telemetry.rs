@@ -195,6 +195,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "tantivy segments in the committed index.",
     ),
     doc(
+        "hbidx_index_merge_max_docs",
+        Gauge,
+        "table",
+        "The most documents one segment merge writes: the table's share of `[memory] index_merges_mb` over the ~24 bytes a merge holds per document. A table of more rows than this keeps several segments of about this size.",
+    ),
+    doc(
         "hbidx_index_bytes",
         Gauge,
         "table",
@@ -286,14 +292,15 @@ pub const CATALOGUE: &[MetricDoc] = &[
         Gauge,
         "part",
         "Each part's share of the `[memory]` budget (index_writers, store_cache, \
-         store_memtables, row_cache, rowkey_cache, source_buffers).",
+         store_memtables, row_cache, rowkey_cache, source_buffers, index_merges).",
     ),
     doc(
         "hbidx_memory_used_bytes",
         Gauge,
         "part",
         "What each part of the `[memory]` budget holds now (index_writers: the heap the open \
-         writers may fill; source_buffers is bounded by librdkafka and not reported).",
+         writers may fill; source_buffers is bounded by librdkafka and index_merges by the \
+         merge cap, neither reported).",
     ),
     doc(
         "hbidx_store_breaker_state",
@@ -501,10 +508,10 @@ pub fn record_http(
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct MemoryUse {
     /// `index_writers`, `store_cache`, `store_memtables`, `row_cache`, `rowkey_cache`,
-    /// `source_buffers`.
+    /// `source_buffers`, `index_merges`.
     pub part: String,
     /// Bytes held now; absent where the owner doesn't count them (librdkafka's prefetch queues,
-    /// which it bounds itself).
+    /// which it bounds itself; tantivy's merges, bounded by the merge cap).
     pub used_bytes: Option<u64>,
     pub budget_bytes: u64,
 }

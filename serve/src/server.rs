@@ -403,6 +403,8 @@ pub fn writer_options(config: &HbidxConfig) -> WriterOptions {
         memory_budget_bytes: usize::try_from(memory.writer_heap_bytes(tables))
             .unwrap_or(usize::MAX),
         rowkey_cache_bytes: memory.per_table(MemoryPart::RowkeyCache, tables),
+        merge_max_docs: memory.per_table(MemoryPart::IndexMerges, tables)
+            / hbidx_indexer::MERGE_BYTES_PER_DOC,
         // Every writer (live, reindex shadows) indexes only this instance's shard.
         cluster: config.cluster.clone().map(Arc::new),
         ..WriterOptions::default()
@@ -449,6 +451,8 @@ fn memory_probe(
                     MemoryPart::RowCache => (Some(store.row_cache_bytes), budget.bytes(part)),
                     MemoryPart::RowkeyCache => (Some(rowkeys), budget.bytes(part)),
                     MemoryPart::SourceBuffers => (None, budget.bytes(part)),
+                    // tantivy doesn't say which merges run: the part bounds their size.
+                    MemoryPart::IndexMerges => (None, budget.bytes(part)),
                 };
                 hbidx_query::MemoryUse {
                     part: part.name().to_string(),

@@ -252,7 +252,7 @@ pub(super) async fn sizes(
 ) {
     let waited = Instant::now();
     let stats = match policy.compact_when_idle {
-        Some(_) => settled(runtime_table, policy).await,
+        Some(_) => settled(runtime_table).await,
         None => runtime_table.searcher.sizes(),
     };
     report.push(index_size_row(
@@ -267,19 +267,14 @@ pub(super) async fn sizes(
 
 /// The index's sizes once the idle compaction has nothing left to merge and none is merging:
 /// down to one segment, or to the few it keeps apart. At most 10 minutes.
-pub(super) async fn settled(
-    runtime_table: &hbidx_query::TableRuntime,
-    policy: &CommitPolicy,
-) -> IndexStats {
+pub(super) async fn settled(runtime_table: &hbidx_query::TableRuntime) -> IndexStats {
     let started = Instant::now();
     let busy = || {
         runtime_table
             .stats
             .compacting
             .load(std::sync::atomic::Ordering::Relaxed)
-            || runtime_table
-                .searcher
-                .compaction_pending(policy.compact_max_docs)
+            || runtime_table.searcher.compaction_pending()
     };
     while busy() && started.elapsed() < Duration::from_secs(600) {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -357,7 +352,7 @@ pub(super) async fn trickle(
         }
         // The quiet spell, until the compaction it starts has finished.
         tokio::time::sleep(idle).await;
-        settled(runtime_table, policy).await;
+        settled(runtime_table).await;
     }
     let (per_event, cpu_text, micros) = spent.per_event((TRICKLE_BURST * TRICKLE_BURSTS) as u64);
     let stats = runtime_table.searcher.sizes();

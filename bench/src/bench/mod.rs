@@ -285,7 +285,7 @@ pub async fn run(
     // 10M rows (a second at 100k): a full verify beside it shares the CPU with it and walks
     // every segment for each page. It is measured once they are merged, like the lookups.
     let waited = std::time::Instant::now();
-    indexing::settled(&runtime_table, &policy).await;
+    indexing::settled(&runtime_table).await;
     verify_full(&client, &base, &table.name, waited.elapsed(), &mut report).await?;
     report.extend(rss.phase_with_budget("verify --full", instance.state.memory.as_ref()));
     report.push(updates(&instance, &table, &mut sample, rows).await?);

@@ -26,7 +26,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hbidx_schema::config::{ClusterConfig, TableConfig};
+use hbidx_schema::config::{ClusterConfig, MemoryBudget, MemoryPart, TableConfig};
 use tantivy::directory::MmapDirectory;
 use tantivy::{Index, IndexWriter, ReloadPolicy, TantivyDocument};
 
@@ -41,6 +41,7 @@ const LIVE_MARK: &str = "1";
 const DELETE_MARK: &str = "d";
 
 mod lookup;
+mod merge_policy;
 mod rowkey_cache;
 mod scan;
 mod schema;
@@ -50,6 +51,7 @@ mod stats;
 mod tests;
 mod writer;
 
+pub use merge_policy::MERGE_BYTES_PER_DOC;
 pub use rowkey_cache::{DEFAULT_ROWKEY_CACHE_BYTES, RowkeyCacheStats};
 pub use scan::{CoveredSize, LiveRowkeys, RowsPage};
 pub use searcher::{LookupPage, TableSearcher};
@@ -106,6 +108,9 @@ pub fn open_table_index(
         || index.searchable_segment_metas()?.is_empty();
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
+    writer.set_merge_policy(Box::new(merge_policy::BoundedMergePolicy::new(
+        options.merge_max_docs,
+    )));
     let heap = HeapReservation::new(options.memory_budget_bytes as u64);
     let reader = index
         .reader_builder()
@@ -117,6 +122,7 @@ pub fn open_table_index(
         reader,
         fields.clone(),
         options.rowkey_cache_bytes,
+        options.merge_max_docs,
     );
     let rows = searcher.stats().rows;
     let own_range = options
@@ -133,7 +139,8 @@ pub fn open_table_index(
         heap,
     )
     .with_delete_marks(delete_marks)
-    .with_own_range(own_range);
+    .with_own_range(own_range)
+    .with_merge_max_docs(options.merge_max_docs);
     Ok((writer, searcher))
 }
 
@@ -155,6 +162,10 @@ pub struct WriterOptions {
     /// `[cluster]` with this instance's identity: each writer then indexes only its table's own
     /// shard range ([`TableIndexWriter::own_range`]). `None`: every row.
     pub cluster: Option<Arc<ClusterConfig>>,
+    /// The most documents one merge writes, tantivy's own and the idle compaction's: a merge
+    /// holds [`MERGE_BYTES_PER_DOC`] bytes of heap per document, so this is its share of
+    /// `[memory] index_merges_mb` over that.
+    pub merge_max_docs: u64,
 }
 
 impl Default for WriterOptions {
@@ -164,6 +175,8 @@ impl Default for WriterOptions {
             memory_budget_bytes: 256 << 20,
             rowkey_cache_bytes: DEFAULT_ROWKEY_CACHE_BYTES,
             cluster: None,
+            merge_max_docs: MemoryBudget::default().bytes(MemoryPart::IndexMerges)
+                / MERGE_BYTES_PER_DOC,
         }
     }
 }

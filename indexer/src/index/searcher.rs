@@ -46,6 +46,8 @@ pub struct TableSearcher {
     pub(super) segment_bytes: Arc<std::sync::Mutex<HashMap<SegmentId, u64>>>,
     /// Membership filters of each segment's rowkeys, for [`TableSearcher::committed_state`].
     pub(super) rowkey_filters: Arc<crate::filters::RowkeyFilters>,
+    /// The most documents one merge writes ([`super::WriterOptions::merge_max_docs`]).
+    merge_max_docs: u64,
 }
 
 /// Segment ids and their `_rk` columns, in the searcher's segment order.
@@ -58,6 +60,7 @@ impl TableSearcher {
         reader: IndexReader,
         fields: Arc<Fields>,
         rowkey_cache_bytes: u64,
+        merge_max_docs: u64,
     ) -> Self {
         Self {
             table,
@@ -68,6 +71,7 @@ impl TableSearcher {
             rowkey_counts: Arc::default(),
             segment_bytes: Arc::default(),
             rowkey_filters: Arc::default(),
+            merge_max_docs,
         }
     }
 
@@ -169,11 +173,11 @@ impl TableSearcher {
     }
 
     /// Whether the idle compaction has work here: recent segments it would merge
-    /// ([`CompactionScope::Recent`](super::CompactionScope::Recent)) of at most `max_docs`
-    /// documents. From the index's committed segment list, as the compaction itself decides:
+    /// ([`CompactionScope::Recent`](super::CompactionScope::Recent)) within the merge cap
+    /// ([`super::WriterOptions::merge_max_docs`]). From the index's committed segment list, as the compaction itself decides:
     /// the reader is reloaded at commits, not when one of tantivy's own merges ends, so its
     /// segments can be ones merged away since (and would say "pending" until the next commit).
-    pub fn compaction_pending(&self, max_docs: u64) -> bool {
+    pub fn compaction_pending(&self) -> bool {
         let Ok(metas) = self.reader().searcher().index().searchable_segment_metas() else {
             return false;
         };
@@ -185,7 +189,7 @@ impl TableSearcher {
                 live: meta.num_docs(),
             })
             .collect();
-        super::writer::recent_segments(&sizes, max_docs).len() >= 2
+        super::writer::recent_segments(&sizes, self.merge_max_docs).len() >= 2
     }
 
     /// How many segments have a rowkey filter, and their bytes.

@@ -83,6 +83,8 @@ pub struct TableIndexWriter {
     compactions_running: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether [`TableIndexWriter::apply_scanned`] may skip the row-state lookups.
     scan_load: ScanLoad,
+    /// The most documents one merge writes ([`super::WriterOptions::merge_max_docs`]).
+    merge_max_docs: u64,
     _heap: HeapReservation,
 }
 
@@ -160,6 +162,7 @@ impl TableIndexWriter {
             compactions_skipped: Arc::default(),
             compactions_running: Arc::default(),
             scan_load: ScanLoad::NotStarted,
+            merge_max_docs: u64::MAX,
             _heap: heap,
         }
     }
@@ -169,6 +172,18 @@ impl TableIndexWriter {
     pub(super) fn with_delete_marks(mut self, delete_marks: bool) -> Self {
         self.delete_marks = delete_marks;
         self
+    }
+
+    /// Caps the documents of the idle compaction's merges, as the merge policy caps tantivy's.
+    pub(super) fn with_merge_max_docs(mut self, max_docs: u64) -> Self {
+        self.merge_max_docs = max_docs;
+        self
+    }
+
+    /// The most documents one merge writes: what [`TableIndexWriter::compact`] is given by the
+    /// indexer loop.
+    pub fn merge_max_docs(&self) -> u64 {
+        self.merge_max_docs
     }
 
     /// Restricts the writer to one shard's rowkeys (`[cluster]`).

@@ -399,10 +399,8 @@ impl<'a> IndexerLoop<'a> {
             return;
         }
         self.schedule.compaction_tried();
-        match self
-            .writer
-            .compact(self.policy.compact_max_docs, CompactionScope::Recent)
-        {
+        let max_docs = self.writer.merge_max_docs();
+        match self.writer.compact(max_docs, CompactionScope::Recent) {
             Ok(true) => {
                 self.compaction_skips = Some(self.writer.compactions_skipped());
                 self.schedule

@@ -45,12 +45,11 @@ pub struct CommitPolicy {
     /// lookup on 100k rows: ~7% less CPU going from 4 segments to 1). This is HBase's major
     /// compaction, done when the table is quiet instead of on a timer.
     pub compact_when_idle: Option<Duration>,
-    /// …at most this often…
+    /// …at most this often, each merge within the writer's merge cap
+    /// ([`WriterOptions::merge_max_docs`](crate::WriterOptions::merge_max_docs)). A quiet table
+    /// keeps a few segments, each several times the ones after it or about the cap, so lookups
+    /// probe few.
     pub compact_min_interval: Duration,
-    /// …and at most this many documents in one merge (~3 GB at ~130 bytes a row). A quiet
-    /// table keeps a few segments, each several times the ones after it (about a dozen at 10M
-    /// rows instead of the twenty-odd a log merge policy leaves), so lookups probe few.
-    pub compact_max_docs: u64,
 }
 
 impl Default for CommitPolicy {
@@ -62,7 +61,6 @@ impl Default for CommitPolicy {
             poll_batch: 4096,
             compact_when_idle: Some(Duration::from_secs(3)),
             compact_min_interval: Duration::from_secs(300),
-            compact_max_docs: 25_000_000,
         }
     }
 }

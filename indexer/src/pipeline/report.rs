@@ -28,6 +28,7 @@ pub(super) struct IndexerMetrics {
     docs: metrics::Gauge,
     segments: metrics::Gauge,
     bytes: metrics::Gauge,
+    merge_max_docs: metrics::Gauge,
 }
 
 impl IndexerMetrics {
@@ -50,6 +51,7 @@ impl IndexerMetrics {
             docs: metrics::gauge!("hbidx_index_docs", &label()),
             segments: metrics::gauge!("hbidx_index_segments", &label()),
             bytes: metrics::gauge!("hbidx_index_bytes", &label()),
+            merge_max_docs: metrics::gauge!("hbidx_index_merge_max_docs", &label()),
         }
     }
 
@@ -100,6 +102,7 @@ pub(super) fn refresh_index_stats(
         m.docs.set(index.docs as f64);
         m.segments.set(index.segments as f64);
         m.bytes.set(index.bytes as f64);
+        m.merge_max_docs.set(writer.merge_max_docs() as f64);
     }
     index.generation
 }

@@ -178,7 +178,6 @@ mod tests {
             poll_batch: 10,
             compact_when_idle: Some(ms(3_000)),
             compact_min_interval: ms(300_000),
-            compact_max_docs: 1_000,
         }
     }
 

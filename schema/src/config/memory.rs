@@ -12,6 +12,7 @@
 //! row_cache_mb = 50          # recently read rows (embedded store), all tables
 //! rowkey_cache_mb = 50       # decoded index rowkeys, all tables
 //! source_buffers_mb = 30     # Kafka consumers' prefetch queues, all sources
+//! index_merges_mb = 100      # segment merges in flight, all tables (caps each merge's size)
 //! ```
 //!
 //! Every part is a ceiling its owner respects by slowing down, never by failing: a full writer
@@ -33,16 +34,18 @@ pub enum MemoryPart {
     RowCache,
     RowkeyCache,
     SourceBuffers,
+    IndexMerges,
 }
 
 impl MemoryPart {
-    pub const ALL: [MemoryPart; 6] = [
+    pub const ALL: [MemoryPart; 7] = [
         MemoryPart::IndexWriters,
         MemoryPart::StoreCache,
         MemoryPart::StoreMemtables,
         MemoryPart::RowCache,
         MemoryPart::RowkeyCache,
         MemoryPart::SourceBuffers,
+        MemoryPart::IndexMerges,
     ];
 
     /// The part's name in metrics and on the dashboard.
@@ -54,21 +57,25 @@ impl MemoryPart {
             MemoryPart::RowCache => "row_cache",
             MemoryPart::RowkeyCache => "rowkey_cache",
             MemoryPart::SourceBuffers => "source_buffers",
+            MemoryPart::IndexMerges => "index_merges",
         }
     }
 
     /// Share of the budget in per mille when nothing is overridden. The writers and the block
     /// cache get the most: a small writer heap means many small segments and more merging
     /// during a load, a small block cache means lookups and read-before-write updates
-    /// decompress store blocks again. The row and rowkey caches only hold hot rows.
+    /// decompress store blocks again. The row and rowkey caches only hold hot rows. The
+    /// merges' part decides how big a segment gets (a merge holds ~24 bytes a document): at
+    /// 512 MiB, merges of up to ~3.7M documents.
     fn default_share(self) -> u64 {
         match self {
             MemoryPart::IndexWriters => 300,
-            MemoryPart::StoreCache => 290,
-            MemoryPart::StoreMemtables => 140,
-            MemoryPart::RowCache => 100,
-            MemoryPart::RowkeyCache => 110,
-            MemoryPart::SourceBuffers => 60,
+            MemoryPart::StoreCache => 230,
+            MemoryPart::StoreMemtables => 100,
+            MemoryPart::RowCache => 70,
+            MemoryPart::RowkeyCache => 90,
+            MemoryPart::SourceBuffers => 40,
+            MemoryPart::IndexMerges => 170,
         }
     }
 
@@ -77,6 +84,8 @@ impl MemoryPart {
         match self {
             // tantivy refuses a writer heap under 15 MB per indexing thread (two threads).
             MemoryPart::IndexWriters => 2 * MIN_WRITER_THREAD_BYTES,
+            // Merges of ~100k documents: under that, a writer's own segments barely merge.
+            MemoryPart::IndexMerges => 3 * MIB,
             _ => 1 << 20,
         }
     }
@@ -100,6 +109,7 @@ pub(crate) struct RawMemory {
     row_cache_mb: Option<i64>,
     rowkey_cache_mb: Option<i64>,
     source_buffers_mb: Option<i64>,
+    index_merges_mb: Option<i64>,
 }
 
 impl RawMemory {
@@ -111,6 +121,7 @@ impl RawMemory {
             MemoryPart::RowCache => self.row_cache_mb,
             MemoryPart::RowkeyCache => self.rowkey_cache_mb,
             MemoryPart::SourceBuffers => self.source_buffers_mb,
+            MemoryPart::IndexMerges => self.index_merges_mb,
         }
     }
 }
@@ -119,14 +130,14 @@ impl RawMemory {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryBudget {
     pub budget_bytes: u64,
-    parts: [u64; 6],
+    parts: [u64; MemoryPart::ALL.len()],
 }
 
 impl Default for MemoryBudget {
     fn default() -> Self {
         validate_memory(RawMemory::default(), 1).unwrap_or(MemoryBudget {
             budget_bytes: DEFAULT_BUDGET_MB * MIB,
-            parts: [DEFAULT_BUDGET_MB * MIB / 6; 6],
+            parts: [DEFAULT_BUDGET_MB * MIB / MemoryPart::ALL.len() as u64; MemoryPart::ALL.len()],
         })
     }
 }
@@ -173,7 +184,7 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
         }
     };
     let budget = budget_mb * MIB;
-    let mut parts = [0u64; 6];
+    let mut parts = [0u64; MemoryPart::ALL.len()];
     let mut given = 0u64;
     let mut rest_shares = 0u64;
     for (index, part) in MemoryPart::ALL.into_iter().enumerate() {
@@ -281,7 +292,7 @@ mod tests {
         assert_eq!(budget.bytes(MemoryPart::RowCache), 200 * MIB);
         assert_eq!(budget.bytes(MemoryPart::RowkeyCache), 100 * MIB);
         let rest = 700 * MIB;
-        let shares = 300 + 290 + 140 + 60;
+        let shares = 300 + 230 + 100 + 40 + 170;
         assert_eq!(budget.bytes(MemoryPart::IndexWriters), rest * 300 / shares);
         assert_eq!(budget.per_table(MemoryPart::RowCache, 2), 100 * MIB);
     }
