@@ -28,11 +28,19 @@ pub(crate) struct BoundedMergePolicy {
     max_docs: u64,
 }
 
+/// How many segments of one size level the log policy merges at once (its default).
+const LEVEL_SEGMENTS: u64 = 8;
+
 impl BoundedMergePolicy {
     pub(crate) fn new(max_docs: u64) -> Self {
         let mut log = LogMergePolicy::default();
-        // A segment over half the cap can't merge with another of its size level within it.
-        log.set_max_docs_before_merge(usize::try_from(max_docs / 2).unwrap_or(usize::MAX));
+        // The log policy merges a level of eight segments at once: with none over an eighth
+        // of the cap, a level's merge is within it. Bigger segments are merged by the idle
+        // compaction, within the cap too.
+        log.set_min_num_segments(LEVEL_SEGMENTS as usize);
+        log.set_max_docs_before_merge(
+            usize::try_from(max_docs / LEVEL_SEGMENTS).unwrap_or(usize::MAX),
+        );
         Self { log, max_docs }
     }
 }
@@ -43,15 +51,21 @@ impl MergePolicy for BoundedMergePolicy {
             .iter()
             .map(|meta| (meta.id(), u64::from(meta.max_doc())))
             .collect();
+        let size = |id: &SegmentId| docs.get(id).copied().unwrap_or(0);
+        // The merges started here run at once: together they stay within the cap too (a
+        // level that outgrew eight segments between two calls merges the rest next time).
+        let mut left = self.max_docs;
         self.log
             .compute_merge_candidates(segments)
             .into_iter()
-            .flat_map(|candidate| {
-                split(
-                    &candidate.0,
-                    |id| docs.get(id).copied().unwrap_or(0),
-                    self.max_docs,
-                )
+            .flat_map(|candidate| split(&candidate.0, size, self.max_docs))
+            .filter(|group| {
+                let group_docs: u64 = group.0.iter().map(size).sum();
+                let fits = group_docs <= left;
+                if fits {
+                    left -= group_docs;
+                }
+                fits
             })
             .collect()
     }
@@ -122,6 +136,19 @@ mod tests {
     }
 
     #[test]
+    fn the_merges_started_at_once_stay_within_the_cap_together() {
+        let schema = tantivy::schema::Schema::builder().build();
+        let index = tantivy::Index::create_in_ram(schema);
+        // Sixteen segments of one level, each an eighth of the cap: two merges of eight.
+        let metas: Vec<SegmentMeta> = (0..16)
+            .map(|_| index.new_segment_meta(SegmentId::generate_random(), 100))
+            .collect();
+        let candidates = BoundedMergePolicy::new(800).compute_merge_candidates(&metas);
+        assert_eq!(candidates.len(), 1, "{candidates:?}");
+        assert_eq!(candidates[0].0.len(), 8);
+    }
+
+    #[test]
     fn tantivy_merges_under_the_policy_stay_within_the_cap() {
         use tantivy::schema::{STORED, Schema};
         let mut builder = Schema::builder();
@@ -130,12 +157,13 @@ mod tests {
         let mut writer: tantivy::IndexWriter =
             index.writer_with_num_threads(1, 15_000_000).unwrap();
         writer.set_merge_policy(Box::new(BoundedMergePolicy::new(30)));
-        // Twelve segments of 5 documents: one size level, which the log policy merges whole.
-        for commit in 0..12u64 {
-            for n in 0..5 {
-                writer
-                    .add_document(tantivy::doc!(field => commit * 5 + n))
-                    .unwrap();
+        // Eight segments of 20 documents, then twelve of 3: under 10k documents the log
+        // policy alone sees one size level and merges eight at a time, 160 documents.
+        let mut n = 0u64;
+        for docs in [20; 8].into_iter().chain([3; 12]) {
+            for _ in 0..docs {
+                writer.add_document(tantivy::doc!(field => n)).unwrap();
+                n += 1;
             }
             writer.commit().unwrap();
         }
@@ -143,8 +171,8 @@ mod tests {
         let metas = index.searchable_segment_metas().unwrap();
         let mut docs: Vec<u32> = metas.iter().map(|m| m.max_doc()).collect();
         docs.sort_unstable();
-        assert_eq!(docs.iter().sum::<u32>(), 60);
-        assert!(docs.len() < 12, "nothing merged: {docs:?}");
+        assert_eq!(docs.iter().sum::<u32>(), 196);
+        assert!(docs.len() < 20, "nothing merged: {docs:?}");
         assert!(
             docs.iter().all(|&d| d <= 30),
             "a merge over the cap: {docs:?}"
