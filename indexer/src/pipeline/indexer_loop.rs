@@ -395,7 +395,8 @@ impl<'a> IndexerLoop<'a> {
             self.compaction_skips = None;
             self.schedule.compaction_refused(Instant::now());
         }
-        if !self.schedule.compact_due(self.policy, Instant::now()) {
+        // One compaction at a time: the next round waits for this one's merge to end.
+        if self.writer.compacting() || !self.schedule.compact_due(self.policy, Instant::now()) {
             return;
         }
         self.schedule.compaction_tried();

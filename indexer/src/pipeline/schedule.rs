@@ -148,9 +148,13 @@ impl CommitSchedule {
         self.compacted_since_change = true;
     }
 
-    /// A compaction started at `now`, which the minimum interval counts from.
+    /// A compaction started at `now`, which the minimum interval counts from. A merge is
+    /// capped ([`crate::WriterOptions::merge_max_docs`]), so a bulk load's segments can take
+    /// several: the next is tried after the minimum interval without waiting for a change, until
+    /// one finds nothing to merge.
     pub(super) fn compaction_started(&mut self, policy: &CommitPolicy, now: Instant) {
         self.next_compaction = Some(now + policy.compact_min_interval);
+        self.compacted_since_change = false;
     }
 
     /// The compaction that started was refused by tantivy (noticed at `now`): try again after
@@ -358,6 +362,24 @@ mod tests {
         assert!(!schedule.compact_due(&policy, quiet));
         assert!(!schedule.compact_due(&policy, started + ms(299_999)));
         assert!(schedule.compact_due(&policy, started + policy.compact_min_interval));
+    }
+
+    #[test]
+    fn a_compaction_that_started_is_followed_by_another_try_until_one_finds_nothing() {
+        let policy = policy();
+        let t0 = Instant::now();
+        let mut schedule = CommitSchedule::new(t0);
+        let first = t0 + ms(3_000);
+        assert!(schedule.compact_due(&policy, first));
+        schedule.compaction_tried();
+        schedule.compaction_started(&policy, first);
+        // No change since: the next capped merge is tried once the interval has passed...
+        assert!(!schedule.compact_due(&policy, first + ms(1_000)));
+        let second = first + policy.compact_min_interval;
+        assert!(schedule.compact_due(&policy, second));
+        // ...and a try that starts nothing ends the rounds until the table changes.
+        schedule.compaction_tried();
+        assert!(!schedule.compact_due(&policy, second + policy.compact_min_interval));
     }
 
     #[test]
