@@ -117,7 +117,8 @@ mod tests {
 
     #[test]
     fn a_level_over_the_cap_is_split_into_merges_within_it() {
-        // Eight segments of a size level just under tantivy's own limit: one 80M-doc merge.
+        // Eight segments of one size level under tantivy's own 10M limit: to it, one merge of
+        // 72M documents.
         let (ids, map) = sizes(&[9_000_000; 8]);
         let groups = split(&ids, |id| map[id], 20_000_000);
         assert_eq!(group_docs(&groups, &map), vec![vec![9_000_000; 2]; 4]);

@@ -174,9 +174,10 @@ impl TableSearcher {
 
     /// Whether the idle compaction has work here: recent segments it would merge
     /// ([`CompactionScope::Recent`](super::CompactionScope::Recent)) within the merge cap
-    /// ([`super::WriterOptions::merge_max_docs`]). From the index's committed segment list, as the compaction itself decides:
-    /// the reader is reloaded at commits, not when one of tantivy's own merges ends, so its
-    /// segments can be ones merged away since (and would say "pending" until the next commit).
+    /// ([`super::WriterOptions::merge_max_docs`]). From the index's committed segment list, as
+    /// the compaction itself decides: the reader is reloaded at commits, not when one of
+    /// tantivy's own merges ends, so its segments can be ones merged away since (and would say
+    /// "pending" until the next commit).
     pub fn compaction_pending(&self) -> bool {
         let Ok(metas) = self.reader().searcher().index().searchable_segment_metas() else {
             return false;

@@ -66,7 +66,7 @@ impl MemoryPart {
     /// during a load, a small block cache means lookups and read-before-write updates
     /// decompress store blocks again. The row and rowkey caches only hold hot rows. The
     /// merges' part decides how big a segment gets (a merge holds ~24 bytes a document): at
-    /// 512 MiB, merges of up to ~3.7M documents.
+    /// 512 MiB, merges of up to ~3.8M documents.
     fn default_share(self) -> u64 {
         match self {
             MemoryPart::IndexWriters => 300,
@@ -84,7 +84,8 @@ impl MemoryPart {
         match self {
             // tantivy refuses a writer heap under 15 MB per indexing thread (two threads).
             MemoryPart::IndexWriters => 2 * MIN_WRITER_THREAD_BYTES,
-            // Merges of ~100k documents: under that, a writer's own segments barely merge.
+            // A table's merges of ~130k documents: under that, a writer's own segments barely
+            // merge.
             MemoryPart::IndexMerges => 3 * MIB,
             _ => 1 << 20,
         }
@@ -212,6 +213,8 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
         }
         let minimum = match part {
             MemoryPart::IndexWriters => 2 * MIN_WRITER_THREAD_BYTES * (tables as u64 + 1),
+            // Each table's merges get their share of this part.
+            MemoryPart::IndexMerges => part.minimum_bytes() * tables.max(1) as u64,
             _ => part.minimum_bytes(),
         };
         if parts[index] < minimum {
@@ -227,13 +230,15 @@ pub(crate) fn validate_memory(raw: RawMemory, tables: usize) -> Result<MemoryBud
                     part.name(),
                     parts[index] / MIB,
                     minimum.div_ceil(MIB),
-                    if part == MemoryPart::IndexWriters {
-                        format!(
+                    match part {
+                        MemoryPart::IndexWriters => format!(
                             " ({} tables and a reindex, 32 MiB of writer heap each)",
                             tables
-                        )
-                    } else {
-                        String::new()
+                        ),
+                        MemoryPart::IndexMerges => {
+                            format!(" ({tables} tables, 3 MiB of merges each)")
+                        }
+                        _ => String::new(),
                     }
                 ),
             ));
@@ -315,6 +320,14 @@ mod tests {
             .to_string();
         assert!(
             err.contains("index_writers") && err.contains("10 tables"),
+            "{err}"
+        );
+        // Each table's merges need 3 MiB of the merges' part.
+        let err = validate_memory(raw("index_merges_mb = 5"), 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("memory.index_merges_mb") && err.contains("2 tables"),
             "{err}"
         );
     }
