@@ -89,14 +89,7 @@ pub fn open_table_index(
         }
         index
     } else {
-        let mut settings = tantivy::IndexSettings::default();
-        if let Some(size) = std::env::var("HBIDX_AB_BLOCKSIZE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            settings.docstore_blocksize = size;
-        }
-        Index::create(directory, schema, settings)?
+        Index::create(directory, schema, tantivy::IndexSettings::default())?
     };
     let payload = index.load_metas()?.payload;
     let checkpoint = Checkpoint::from_payload(payload.as_deref())?;
