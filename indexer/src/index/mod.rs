@@ -96,9 +96,9 @@ pub fn open_table_index(
     // An index this writer creates (or finds without a segment: created, never committed) has
     // every document marked; one written before marks keeps its unmarked documents until a
     // reindex replaces it.
-    let delete_marks = !exists
-        || PayloadFlags::of(payload.as_deref()).delete_marks
-        || index.searchable_segment_metas()?.is_empty();
+    let flags = PayloadFlags::of(payload.as_deref());
+    let delete_marks =
+        !exists || flags.delete_marks || index.searchable_segment_metas()?.is_empty();
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
     writer.set_merge_policy(Box::new(merge_policy::BoundedMergePolicy::new(
@@ -117,7 +117,11 @@ pub fn open_table_index(
         options.rowkey_cache_bytes,
         options.merge_max_docs,
     );
-    let rows = searcher.stats().rows;
+    // The count the last commit wrote; walking the postings instead grows with the table.
+    let rows = match flags.rows {
+        Some(rows) => rows,
+        None => searcher.stats().rows,
+    };
     let own_range = options
         .cluster
         .as_ref()

@@ -504,3 +504,51 @@ fn a_scan_into_an_empty_index_keeps_no_states_and_stays_exact() {
     writer.commit().unwrap();
     assert_eq!((writer.stats().rows, writer.stats().docs), (1, 1));
 }
+
+/// The live row count rides in each commit's payload, so a reopened writer reads it instead of
+/// walking every segment's `_live` postings; an index committed without it is walked once.
+#[test]
+fn a_reopened_writer_reads_its_row_count_from_the_commit_payload() {
+    let (dir, table, mut writer, searcher) = user_index();
+    for (offset, (key, op)) in [("u1", Some("张三")), ("u2", Some("李四")), ("u3", None)]
+        .into_iter()
+        .enumerate()
+    {
+        let offset = offset as i64 + 1;
+        let event = mutation(&table, key, offset, op);
+        writer.apply(&event, "t", 0, offset).unwrap();
+    }
+    writer.commit().unwrap();
+    let payload = searcher
+        .reader()
+        .searcher()
+        .index()
+        .load_metas()
+        .unwrap()
+        .payload;
+    assert_eq!(PayloadFlags::of(payload.as_deref()).rows, Some(2));
+    // A count the walk would not find tells which of the two the reopened writer used.
+    writer.rows += 1000;
+    let event = mutation(&table, "u4", 4, Some("王五"));
+    writer.apply(&event, "t", 0, 4).unwrap();
+    writer.commit().unwrap();
+    drop((writer, searcher));
+    let (writer, searcher) = open_table_index(dir.path(), table.clone(), &one_thread()).unwrap();
+    assert_eq!(writer.stats().rows, 1003, "read from the payload");
+    assert_eq!(searcher.stats().rows, 3);
+
+    // An index whose last commit carries no count (an hbidx before it) is counted by the walk.
+    let index = searcher.reader().searcher().index().clone();
+    drop((writer, searcher));
+    let mut raw: tantivy::IndexWriter<tantivy::TantivyDocument> =
+        index.writer_with_num_threads(1, 15_000_000).unwrap();
+    let checkpoint =
+        Checkpoint::from_payload(index.load_metas().unwrap().payload.as_deref()).unwrap();
+    let mut prepared = raw.prepare_commit().unwrap();
+    prepared.set_payload(&checkpoint.to_payload());
+    prepared.commit().unwrap();
+    drop(raw);
+    let (writer, _searcher) = open_table_index(dir.path(), table, &one_thread()).unwrap();
+    assert_eq!(writer.stats().rows, 3, "walked");
+    assert_eq!(writer.checkpoint().position("t", 0), Some(4));
+}
