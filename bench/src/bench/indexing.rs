@@ -265,8 +265,12 @@ pub(super) async fn sizes(
     report.push(store_size_row(data_dir, rows));
 }
 
+/// The longest [`settled`] waits for the index's merges.
+const SETTLE_LIMIT: Duration = Duration::from_secs(600);
+
 /// The index's sizes once the idle compaction has nothing left to merge and none is merging:
-/// down to one segment, or to the few it keeps apart. At most 10 minutes.
+/// down to one segment, or to the few it keeps apart. At most [`SETTLE_LIMIT`], with a warning
+/// when it runs out.
 pub(super) async fn settled(runtime_table: &hbidx_query::TableRuntime) -> IndexStats {
     let started = Instant::now();
     let busy = || {
@@ -276,7 +280,15 @@ pub(super) async fn settled(runtime_table: &hbidx_query::TableRuntime) -> IndexS
             .load(std::sync::atomic::Ordering::Relaxed)
             || runtime_table.searcher.compaction_pending()
     };
-    while busy() && started.elapsed() < Duration::from_secs(600) {
+    while busy() {
+        if started.elapsed() >= SETTLE_LIMIT {
+            // The rows measured next then run beside a merge: say so, not only in their text.
+            tracing::warn!(
+                waited_s = started.elapsed().as_secs(),
+                "the index's merges are still running; the next rows are measured beside them"
+            );
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     runtime_table.searcher.sizes()
