@@ -69,11 +69,11 @@ pub struct TableIndexWriter {
     /// channel message to the indexing threads instead of one (and a wake-up) per document.
     pending: Vec<UserOperation>,
     /// Live rows (documents with `_live`) as of the last commit, and the change since. Read from
-    /// the commit payload when the index opens (counted there once if the payload lacks it), then
-    /// kept up to date from each applied event: the writer knows
-    /// whether a row had visible values before and after. Counting them again at each commit
-    /// walks the `_live` postings of every segment with new deletes, which is nearly every
-    /// commit of a table taking updates (~1 ns a row: 0.1 s per commit at 100M rows).
+    /// the commit payload when the index opens (counted there once if the payload lacks it),
+    /// then kept up to date from each applied event: the writer knows whether a row had visible
+    /// values before and after. Counting them again at each commit walks the `_live` postings
+    /// of every segment with new deletes, which is nearly every commit of a table taking
+    /// updates (~1 ns a row: 0.1 s per commit at 100M rows).
     pub(super) rows: u64,
     rows_delta: i64,
     /// The rowkeys this instance indexes (its shard of the table); `None`: all of them.
