@@ -108,6 +108,10 @@ fn the_budget_is_split_enforced_and_reported() {
     let block_cache = part(&samples, "hbidx_memory_used_bytes", "store_cache").unwrap();
     assert!(block_cache <= budget("store_cache"), "{block_cache}");
     assert!(part(&samples, "hbidx_memory_used_bytes", "source_buffers").is_none());
+    // Merges report the documents they are writing, within their part.
+    let merging = part(&samples, "hbidx_memory_used_bytes", "index_merges")
+        .expect("hbidx_memory_used_bytes{part=\"index_merges\"}");
+    assert!(merging <= budget("index_merges"), "{merging}");
     // Every merge of a table's segments is capped by its share of the merges' part, at the
     // ~24 bytes of heap a merge holds per document; the example config has one table.
     let merge_max_docs = samples

@@ -44,9 +44,9 @@ pub use formats::{
     decode_json, decode_proxy, encode_json, encode_proxy, proxy_rowkey,
 };
 pub use index::{
-    ApplyOutcome, CoveredSize, IndexStats, LiveRowkeys, LookupPage, MERGE_BYTES_PER_DOC,
-    RowkeyCacheStats, RowsPage, TableIndexWriter, TableSearcher, WriterOptions,
-    committed_checkpoint, open_table_index, writer_heap_reserved,
+    ApplyOutcome, Compaction, CompactionScope, CoveredSize, IndexStats, LiveRowkeys, LookupPage,
+    MERGE_BYTES_PER_DOC, MergeBudget, MergeBudgets, RowkeyCacheStats, RowsPage, TableIndexWriter,
+    TableSearcher, WriterOptions, committed_checkpoint, open_table_index, writer_heap_reserved,
 };
 pub use kafka::{DeadLetterFile, KafkaSource, KafkaSourceConfig, ReplayTargets, StartPolicy};
 pub use pipeline::{

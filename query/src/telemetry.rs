@@ -198,7 +198,7 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "hbidx_index_merge_max_docs",
         Gauge,
         "table",
-        "The most documents one segment merge writes: the table's share of `[memory] index_merges_mb` over the ~24 bytes a merge holds per document. A table of more rows than this keeps several segments of about this size.",
+        "The most documents the table's segment merges write at once (its live writer's and a reindex's together, so also the biggest merge): the table's share of `[memory] index_merges_mb` over the ~24 bytes a merge holds per document. A table of more rows than this keeps several segments of about this size.",
     ),
     doc(
         "hbidx_index_bytes",
@@ -299,8 +299,8 @@ pub const CATALOGUE: &[MetricDoc] = &[
         Gauge,
         "part",
         "What each part of the `[memory]` budget holds now (index_writers: the heap the open \
-         writers may fill; source_buffers is bounded by librdkafka and index_merges by the \
-         merge cap, neither reported).",
+         writers may fill; index_merges: ~24 bytes a document being merged; source_buffers \
+         is bounded by librdkafka, not reported).",
     ),
     doc(
         "hbidx_store_breaker_state",

@@ -373,7 +373,12 @@ pub fn open_with_rows(
     if let Some(handle) = metrics {
         state = state.with_metrics(handle);
     }
-    let probe = memory_probe(config.memory.clone(), embedded.clone(), &state);
+    let probe = memory_probe(
+        config.memory.clone(),
+        embedded.clone(),
+        writer_options.merge_budgets.clone(),
+        &state,
+    );
     state = state.with_memory(probe);
     let state = Arc::new(state);
     Ok(Instance {
@@ -428,6 +433,7 @@ fn bound_prefetch(memory: &MemoryBudget, sources: &mut [KafkaSourceConfig]) {
 fn memory_probe(
     budget: MemoryBudget,
     embedded: Option<Arc<EmbeddedStore>>,
+    merges: hbidx_indexer::MergeBudgets,
     state: &AppState,
 ) -> hbidx_query::MemoryProbe {
     let searchers: Vec<hbidx_indexer::TableSearcher> =
@@ -451,8 +457,10 @@ fn memory_probe(
                     MemoryPart::RowCache => (Some(store.row_cache_bytes), budget.bytes(part)),
                     MemoryPart::RowkeyCache => (Some(rowkeys), budget.bytes(part)),
                     MemoryPart::SourceBuffers => (None, budget.bytes(part)),
-                    // tantivy doesn't say which merges run: the part bounds their size.
-                    MemoryPart::IndexMerges => (None, budget.bytes(part)),
+                    MemoryPart::IndexMerges => (
+                        Some(merges.merging_docs() * hbidx_indexer::MERGE_BYTES_PER_DOC),
+                        budget.bytes(part),
+                    ),
                 };
                 hbidx_query::MemoryUse {
                     part: part.name().to_string(),

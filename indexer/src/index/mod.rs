@@ -51,12 +51,14 @@ mod stats;
 mod tests;
 mod writer;
 
-pub use merge_policy::MERGE_BYTES_PER_DOC;
+pub use merge_policy::{MERGE_BYTES_PER_DOC, MergeBudget, MergeBudgets};
 pub use rowkey_cache::{DEFAULT_ROWKEY_CACHE_BYTES, RowkeyCacheStats};
 pub use scan::{CoveredSize, LiveRowkeys, RowsPage};
 pub use searcher::{LookupPage, TableSearcher};
 pub use stats::IndexStats;
-pub use writer::{ApplyOutcome, CompactionScope, TableIndexWriter, writer_heap_reserved};
+pub use writer::{
+    ApplyOutcome, Compaction, CompactionScope, TableIndexWriter, writer_heap_reserved,
+};
 
 use schema::build_schema;
 use writer::HeapReservation;
@@ -101,9 +103,8 @@ pub fn open_table_index(
         !exists || flags.delete_marks || index.searchable_segment_metas()?.is_empty();
     let writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(options.threads, options.memory_budget_bytes)?;
-    writer.set_merge_policy(Box::new(merge_policy::BoundedMergePolicy::new(
-        options.merge_max_docs,
-    )));
+    // hbidx starts every merge itself, within the table's merge budget (`merge_policy`).
+    writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
     let heap = HeapReservation::new(options.memory_budget_bytes as u64);
     let reader = index
         .reader_builder()
@@ -126,6 +127,9 @@ pub fn open_table_index(
         .cluster
         .as_ref()
         .and_then(|cluster| cluster.own_range(&table.name));
+    let merge_budget = options
+        .merge_budgets
+        .for_table(&table.name, options.merge_max_docs);
     let writer = TableIndexWriter::new(
         table,
         writer,
@@ -137,7 +141,7 @@ pub fn open_table_index(
     )
     .with_delete_marks(delete_marks)
     .with_own_range(own_range)
-    .with_merge_max_docs(options.merge_max_docs);
+    .with_merge_budget(merge_budget);
     Ok((writer, searcher))
 }
 
@@ -159,10 +163,13 @@ pub struct WriterOptions {
     /// `[cluster]` with this instance's identity: each writer then indexes only its table's own
     /// shard range ([`TableIndexWriter::own_range`]). `None`: every row.
     pub cluster: Option<Arc<ClusterConfig>>,
-    /// The most documents one merge writes, tantivy's own and the idle compaction's: a merge
-    /// holds [`MERGE_BYTES_PER_DOC`] bytes of heap per document, so this is its share of
+    /// The most documents a table's merges write at once (a size level's and the idle
+    /// compaction's, of the live writer and a reindex's shadow together): a merge holds
+    /// [`MERGE_BYTES_PER_DOC`] bytes of heap per document, so this is the table's share of
     /// `[memory] index_merges_mb` over that.
     pub merge_max_docs: u64,
+    /// Each table's merge budget, shared by the writers opened with clones of these options.
+    pub merge_budgets: MergeBudgets,
 }
 
 impl Default for WriterOptions {
@@ -174,6 +181,7 @@ impl Default for WriterOptions {
             cluster: None,
             merge_max_docs: MemoryBudget::default().bytes(MemoryPart::IndexMerges)
                 / MERGE_BYTES_PER_DOC,
+            merge_budgets: MergeBudgets::default(),
         }
     }
 }

@@ -260,7 +260,10 @@ fn rowkey_filters_find_every_row_and_skip_segments_without_it() {
         let stats = searcher.stats();
         assert_eq!((stats.rows, stats.docs), (200, 200), "inline: {inline}");
         // Merged into one segment, the four filters give way to the merged segment's.
-        assert!(writer.compact(u64::MAX, CompactionScope::Whole).unwrap());
+        assert_eq!(
+            writer.compact(u64::MAX, CompactionScope::Whole).unwrap(),
+            Compaction::Started
+        );
         while searcher.stats().segments > 1 {
             assert!(std::time::Instant::now() < deadline);
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -305,7 +308,10 @@ fn compaction_pending_sees_merges_the_searcher_has_not_reloaded() {
     assert_eq!(searcher.reader().searcher().segment_readers().len(), 3);
     assert!(!searcher.compaction_pending());
     let max_docs = writer.merge_max_docs();
-    assert!(!writer.compact(max_docs, CompactionScope::Recent).unwrap());
+    assert_eq!(
+        writer.compact(max_docs, CompactionScope::Recent).unwrap(),
+        Compaction::NothingToMerge
+    );
 }
 
 #[test]
@@ -371,7 +377,10 @@ fn the_writer_counts_live_rows_as_it_goes_and_measures_only_changed_segments() {
     assert_eq!(searcher.stats().rows, 5);
     // Compacted into one segment, the merged-away ones are forgotten, and the size is the
     // real one again.
-    assert!(writer.compact(u64::MAX, CompactionScope::Whole).unwrap());
+    assert_eq!(
+        writer.compact(u64::MAX, CompactionScope::Whole).unwrap(),
+        Compaction::Started
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while writer.stats().segments > 1 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -423,7 +432,10 @@ fn a_recent_compaction_leaves_the_big_segment_alone() {
         writer.commit().unwrap();
     }
     assert_eq!(segment_ids(&writer).len(), 4);
-    assert!(writer.compact(u64::MAX, CompactionScope::Recent).unwrap());
+    assert_eq!(
+        writer.compact(u64::MAX, CompactionScope::Recent).unwrap(),
+        Compaction::Started
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while segment_ids(&writer).len() > 2 {
         assert!(
@@ -439,7 +451,10 @@ fn a_recent_compaction_leaves_the_big_segment_alone() {
     let rowkey = table.rowkey.encode("small-2-4").unwrap();
     assert!(searcher.committed_state(&rowkey).unwrap().is_some());
     // Nothing recent left to merge: one small segment beside the big one.
-    assert!(!writer.compact(u64::MAX, CompactionScope::Recent).unwrap());
+    assert_eq!(
+        writer.compact(u64::MAX, CompactionScope::Recent).unwrap(),
+        Compaction::NothingToMerge
+    );
     // The merge's waiter thread counts it done after reloading the reader.
     while writer.compacting() {
         assert!(
@@ -551,4 +566,61 @@ fn a_reopened_writer_reads_its_row_count_from_the_commit_payload() {
     let (writer, _searcher) = open_table_index(dir.path(), table, &one_thread()).unwrap();
     assert_eq!(writer.stats().rows, 3, "walked");
     assert_eq!(writer.checkpoint().position("t", 0), Some(4));
+}
+
+/// Every merge of a table (a size level's after a commit, the idle compaction's) draws on one
+/// budget with the table's other writers (a reindex's shadow): while they merge the cap's worth,
+/// only small merges start, and the held-back ones start at a commit once there is room.
+#[test]
+fn a_tables_merges_wait_for_room_in_the_budget_its_writers_share() {
+    let config =
+        hbidx_schema::parse_config(include_str!("../../../deploy/config/hbidx.toml")).unwrap();
+    let table = Arc::new(config.table("user").unwrap().clone());
+    let dir = tempfile::tempdir().unwrap();
+    // A cap of 6,400 documents: a merge of up to 100 counts as small.
+    let options = WriterOptions {
+        merge_max_docs: 6_400,
+        ..one_thread()
+    };
+    let (mut writer, _searcher) = open_table_index(dir.path(), table.clone(), &options).unwrap();
+    // Another writer of the table (a shadow opened with a clone of the options) merging 6,300.
+    let other = options.clone().merge_budgets.for_table(&table.name, 6_400);
+    let held = other.try_reserve(6_300).unwrap();
+    let segments = |_: &TableIndexWriter| {
+        Index::open_in_dir(dir.path())
+            .unwrap()
+            .searchable_segment_metas()
+            .unwrap()
+            .len()
+    };
+    let mut offset = 0;
+    let mut commit_segment = |writer: &mut TableIndexWriter| {
+        for _ in 0..20 {
+            offset += 1;
+            let event = mutation(&table, &format!("u{offset}"), offset, Some("张三"));
+            writer.apply(&event, "t", 0, offset).unwrap();
+        }
+        writer.commit().unwrap();
+    };
+    // Eight segments of one size level: tantivy's log policy merges them (160 documents).
+    for _ in 0..8 {
+        commit_segment(&mut writer);
+    }
+    assert_eq!(segments(&writer), 8, "a merge started beside the other's");
+    assert_eq!(
+        writer.compact(6_400, CompactionScope::Whole).unwrap(),
+        Compaction::Busy
+    );
+    drop(held);
+    commit_segment(&mut writer);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while segments(&writer) > 1 || other.merging_docs() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no merge once the budget had room: {} segments",
+            segments(&writer)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(writer.stats().rows, 180);
 }

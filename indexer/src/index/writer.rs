@@ -1,9 +1,9 @@
 //! The writer side of a table index: merging events into row states, building documents,
 //! commits, rollbacks and compactions, and the writer heap every open writer reserves.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use hbidx_schema::config::{FieldKind, KeyRange, TableConfig};
 use hbidx_schema::model::{CellOp, Mutation};
@@ -16,6 +16,7 @@ use crate::checkpoint::{Checkpoint, PayloadFlags};
 use crate::error::{IndexerError, Result};
 use crate::state::RowState;
 
+use super::merge_policy::{MergeBudget, MergeReservation, merge_candidates};
 use super::rowkey_ref;
 use super::schema::Fields;
 use super::searcher::TableSearcher;
@@ -84,8 +85,11 @@ pub struct TableIndexWriter {
     compactions_running: Arc<std::sync::atomic::AtomicUsize>,
     /// Whether [`TableIndexWriter::apply_scanned`] may skip the row-state lookups.
     scan_load: ScanLoad,
-    /// The most documents one merge writes ([`super::WriterOptions::merge_max_docs`]).
-    merge_max_docs: u64,
+    /// The table's merges, this writer's and any other writer's of the table (a reindex's
+    /// shadow), within [`super::WriterOptions::merge_max_docs`] documents at once.
+    merges: Arc<MergeBudget>,
+    /// Segments in the merges this writer started: no other merge may take them.
+    merging: Arc<Mutex<HashSet<SegmentId>>>,
     _heap: HeapReservation,
 }
 
@@ -163,7 +167,8 @@ impl TableIndexWriter {
             compactions_skipped: Arc::default(),
             compactions_running: Arc::default(),
             scan_load: ScanLoad::NotStarted,
-            merge_max_docs: u64::MAX,
+            merges: MergeBudget::new(u64::MAX),
+            merging: Arc::default(),
             _heap: heap,
         }
     }
@@ -175,16 +180,16 @@ impl TableIndexWriter {
         self
     }
 
-    /// Caps the documents of the idle compaction's merges, as the merge policy caps tantivy's.
-    pub(super) fn with_merge_max_docs(mut self, max_docs: u64) -> Self {
-        self.merge_max_docs = max_docs;
+    /// Draws every merge of this writer from the table's `budget`.
+    pub(super) fn with_merge_budget(mut self, budget: Arc<MergeBudget>) -> Self {
+        self.merges = budget;
         self
     }
 
-    /// The most documents one merge writes: what [`TableIndexWriter::compact`] is given by the
-    /// indexer loop.
+    /// The most documents one merge writes (and the table's merges together): what
+    /// [`TableIndexWriter::compact`] is given by the indexer loop.
     pub fn merge_max_docs(&self) -> u64 {
-        self.merge_max_docs
+        self.merges.max_docs()
     }
 
     /// Restricts the writer to one shard's rowkeys (`[cluster]`).
@@ -515,7 +520,130 @@ impl TableIndexWriter {
         self.rows = rows;
         self.rows_delta = 0;
         self.committed = self.checkpoint.clone();
+        self.start_merges();
         Ok(self.checkpoint.clone())
+    }
+
+    /// Starts the merges tantivy's log merge policy would start after a commit, among the
+    /// segments no merge holds, as far as the table's merge budget has room; the others wait
+    /// for a later commit. tantivy's own policy runs no merge (`NoMergePolicy`): it can't see
+    /// the other writer's merges nor the compaction's, nor say when its own end.
+    fn start_merges(&mut self) {
+        let metas = match self.writer.index().searchable_segment_metas() {
+            Ok(metas) => metas,
+            Err(err) => {
+                tracing::warn!(table = %self.table.name, error = %err, "no merge started: the segment list can't be read");
+                return;
+            }
+        };
+        let free: Vec<_> = {
+            let merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
+            metas
+                .into_iter()
+                .filter(|meta| !merging.contains(&meta.id()))
+                .collect()
+        };
+        for (ids, docs) in merge_candidates(&free, self.merges.max_docs()) {
+            let Some(reservation) = self.merges.try_reserve(docs) else {
+                continue;
+            };
+            if let Err(err) = self.spawn_merge(ids, docs, reservation, MergeKind::Level) {
+                tracing::warn!(table = %self.table.name, error = %err, "merge not started");
+            }
+        }
+    }
+
+    /// Starts merging `ids` and a thread that waits for the merge's end to give its segments
+    /// and its `reservation` back and make the merged segment searchable.
+    fn spawn_merge(
+        &mut self,
+        ids: Vec<SegmentId>,
+        docs: u64,
+        reservation: MergeReservation,
+        kind: MergeKind,
+    ) -> Result<()> {
+        self.merging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(ids.iter().copied());
+        let skipped = self.compactions_skipped.clone();
+        let running = self.compactions_running.clone();
+        if kind == MergeKind::Compaction {
+            // Counted before the waiter thread starts (it counts the merge done), and undone
+            // below if that thread can't be started.
+            running.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let merge = self.writer.merge(&ids);
+        let reader = self.searcher.reader();
+        let table = self.table.name.clone();
+        let merging = self.merging.clone();
+        let segments = ids.len();
+        let given_back = ids.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hbidx-merge".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let result = merge.wait();
+                {
+                    let mut merging = merging.lock().unwrap_or_else(PoisonError::into_inner);
+                    for id in &ids {
+                        merging.remove(id);
+                    }
+                }
+                drop(reservation);
+                match result {
+                    Ok(_) => {
+                        // A compaction runs when the table is quiet: no commit would show its
+                        // segment soon. A size level's merge runs among commits, whose reload
+                        // shows it (a reload of its own cost the bulk load ~10% more CPU).
+                        if kind == MergeKind::Compaction
+                            && let Err(err) = reader.reload()
+                        {
+                            tracing::warn!(table = %table, error = %err, "reload after a merge failed");
+                        }
+                        // Whole milliseconds: a float's digits (12.112341252) can read as a
+                        // grouped mobile number to the log's PII masking and be masked.
+                        let ms = started.elapsed().as_millis() as u64;
+                        match kind {
+                            MergeKind::Compaction => tracing::info!(
+                                table = %table,
+                                segments,
+                                docs,
+                                ms,
+                                "compacted segments into one"
+                            ),
+                            MergeKind::Level => {
+                                tracing::debug!(table = %table, segments, docs, ms, "merged segments")
+                            }
+                        }
+                    }
+                    // A writer shutting down or rolling back: nothing is lost, and the indexer
+                    // loop tries again.
+                    Err(err) => {
+                        if kind == MergeKind::Compaction {
+                            skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        tracing::info!(table = %table, error = %err, "merge skipped")
+                    }
+                }
+                if kind == MergeKind::Compaction {
+                    running.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        if let Err(err) = spawned {
+            // The merge runs on, unwatched: its segments are free again for later merges
+            // (tantivy refuses those while it runs), and its documents leave the budget.
+            let mut merging = self.merging.lock().unwrap_or_else(PoisonError::into_inner);
+            for id in &given_back {
+                merging.remove(id);
+            }
+            if kind == MergeKind::Compaction {
+                self.compactions_running
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            return Err(IndexerError::Tantivy(tantivy::TantivyError::from(err)));
+        }
+        Ok(())
     }
 
     /// Throws away everything applied since the last commit and returns the checkpoint the
@@ -531,16 +659,23 @@ impl TableIndexWriter {
     }
 
     /// Starts merging searchable segments (all of them, or the recent ones: see
-    /// [`CompactionScope`]) of at most `max_docs` documents in all; returns whether a merge
-    /// started. The merge runs in tantivy's merge threads and commits on its own (the
-    /// checkpoint is untouched: a merge changes no document); a thread waits for it and reloads
-    /// the reader, so lookups switch to the merged segment as soon as it exists. Deleted
-    /// documents are dropped on the way. A merge tantivy refuses (its merge policy holds one of
-    /// the segments) is counted in [`TableIndexWriter::compactions_skipped`].
-    pub fn compact(&mut self, max_docs: u64, scope: CompactionScope) -> Result<bool> {
+    /// [`CompactionScope`]) of at most `max_docs` documents in all, among those no merge holds.
+    /// The merge runs in tantivy's merge threads and commits on its own (the checkpoint is
+    /// untouched: a merge changes no document); a thread waits for it and reloads the reader,
+    /// so lookups switch to the merged segment as soon as it exists. Deleted documents are
+    /// dropped on the way. A merge tantivy refuses after it started is counted in
+    /// [`TableIndexWriter::compactions_skipped`]; one the table's merge budget has no room for
+    /// now (other merges of the table run) is [`Compaction::Busy`].
+    pub fn compact(&mut self, max_docs: u64, scope: CompactionScope) -> Result<Compaction> {
         let metas = self.writer.index().searchable_segment_metas()?;
+        let merging = self
+            .merging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let sizes: Vec<SegmentSize> = metas
             .iter()
+            .filter(|meta| !merging.contains(&meta.id()))
             .map(|meta| SegmentSize {
                 id: meta.id(),
                 docs: meta.max_doc(),
@@ -551,63 +686,25 @@ impl TableIndexWriter {
             CompactionScope::Whole => {
                 let docs: u64 = sizes.iter().map(|s| u64::from(s.docs)).sum();
                 if docs > max_docs {
-                    return Ok(false);
+                    return Ok(Compaction::NothingToMerge);
                 }
                 sizes.iter().map(|s| s.id).collect()
             }
             CompactionScope::Recent => recent_segments(&sizes, max_docs),
         };
         if ids.len() < 2 {
-            return Ok(false);
+            return Ok(Compaction::NothingToMerge);
         }
         let docs: u64 = sizes
             .iter()
             .filter(|s| ids.contains(&s.id))
             .map(|s| u64::from(s.docs))
             .sum();
-        let skipped = self.compactions_skipped.clone();
-        let running = self.compactions_running.clone();
-        // Counted before the waiter thread starts (it counts the merge done), and undone below
-        // if that thread can't be started.
-        running.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let not_started = running.clone();
-        let merge = self.writer.merge(&ids);
-        let reader = self.searcher.reader();
-        let table = self.table.name.clone();
-        let segments = ids.len();
-        std::thread::Builder::new()
-            .name("hbidx-compact".into())
-            .spawn(move || {
-                let started = std::time::Instant::now();
-                match merge.wait() {
-                    Ok(_) => {
-                        if let Err(err) = reader.reload() {
-                            tracing::warn!(table = %table, error = %err, "reload after compaction failed");
-                        }
-                        tracing::info!(
-                            table = %table,
-                            segments,
-                            docs,
-                            // Whole milliseconds: a float's digits (12.112341252) can read as a
-                            // grouped mobile number to the log's PII masking and be masked.
-                            ms = started.elapsed().as_millis() as u64,
-                            "compacted segments into one"
-                        );
-                    }
-                    // A segment the merge policy was already merging, or a writer shutting
-                    // down: nothing is lost, and the indexer loop tries again.
-                    Err(err) => {
-                        skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::info!(table = %table, error = %err, "compaction skipped")
-                    }
-                }
-                running.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            })
-            .map_err(|err| {
-                not_started.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                IndexerError::Tantivy(tantivy::TantivyError::from(err))
-            })?;
-        Ok(true)
+        let Some(reservation) = self.merges.try_reserve(docs) else {
+            return Ok(Compaction::Busy);
+        };
+        self.spawn_merge(ids, docs, reservation, MergeKind::Compaction)?;
+        Ok(Compaction::Started)
     }
 
     /// Compactions started and then refused by tantivy, since this writer opened: the indexer
@@ -646,6 +743,24 @@ impl TableIndexWriter {
         self.commit()?;
         Ok(())
     }
+}
+
+/// What [`TableIndexWriter::compact`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// A merge started.
+    Started,
+    /// Fewer than two segments to merge within the limit.
+    NothingToMerge,
+    /// The table's other merges fill its merge budget: try again later.
+    Busy,
+}
+
+/// A merge a writer starts: a size level's (after a commit) or a compaction's (when idle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MergeKind {
+    Level,
+    Compaction,
 }
 
 /// Which segments [`TableIndexWriter::compact`] merges.

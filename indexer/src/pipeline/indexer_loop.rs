@@ -10,7 +10,7 @@ use hbidx_schema::model::{ChangeEvent, Mutation};
 use tokio::sync::watch;
 
 use crate::checkpoint::Checkpoint;
-use crate::index::{CompactionScope, TableIndexWriter};
+use crate::index::{Compaction, CompactionScope, TableIndexWriter};
 use crate::source::Source;
 
 use super::report::{IndexerMetrics, refresh_index_stats, update_partitions};
@@ -402,12 +402,14 @@ impl<'a> IndexerLoop<'a> {
         self.schedule.compaction_tried();
         let max_docs = self.writer.merge_max_docs();
         match self.writer.compact(max_docs, CompactionScope::Recent) {
-            Ok(true) => {
+            Ok(Compaction::Started) => {
                 self.compaction_skips = Some(self.writer.compactions_skipped());
                 self.schedule
                     .compaction_started(self.policy, Instant::now());
             }
-            Ok(false) => {}
+            Ok(Compaction::NothingToMerge) => {}
+            // The table's other merges (a size level's, a reindex's) fill its merge budget.
+            Ok(Compaction::Busy) => self.schedule.compaction_refused(Instant::now()),
             Err(err) => {
                 tracing::warn!(table = %self.table, error = %err, "compaction not started")
             }
