@@ -11,9 +11,10 @@
 //! So hbidx starts every merge itself ([`TableIndexWriter`](super::TableIndexWriter): after
 //! each commit the log policy's choice, when idle the compaction's) and draws it from the
 //! table's [`MergeBudget`]: `[memory] index_merges_mb` ÷ [`MERGE_BYTES_PER_DOC`] documents
-//! merging at once, shared by the table's live writer and a reindex's shadow writer. Left to
-//! tantivy, each writer's merges ran beside each other's and beside the compaction, each
-//! within the cap but not together: a reindex at 10M rows held up to two or three caps' worth.
+//! merging at once, shared by the table's live writer and a reindex's shadow writer. tantivy's
+//! policy sees neither the other writer's merges nor the compaction, nor when its own end: a
+//! cap it enforced would hold per writer and per call, so a reindex beside the live index's
+//! compaction, with merges of several size levels, could hold two or three caps' worth.
 //! A table bigger than the cap keeps several segments of about the cap each (a lookup probes
 //! each one: slower, not bigger).
 
