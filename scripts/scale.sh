@@ -23,7 +23,8 @@
 #
 # Environment: SCALE_SMALL (100000), SCALE_MID (1000000; empty: none), SCALE_ROWS (10000000),
 # SCALE_KAFKA (127.0.0.1:9092; empty: no Kafka rows), SCALE_DIR (where the bench's data dirs go: $TMPDIR or /tmp), SCALE_OUT
-# (target/scale), SCALE_BYTES_PER_ROW (the disk estimate's bytes per row, 1600).
+# (target/scale), SCALE_BYTES_PER_ROW (the disk estimate's bytes per row: 1600 with Kafka, whose
+# part fills a second data dir; 600 without, where a 30M run peaked near 480).
 set -euo pipefail
 
 SMALL=${SCALE_SMALL:-100000}
@@ -32,7 +33,7 @@ LARGE=${SCALE_ROWS:-10000000}
 KAFKA=${SCALE_KAFKA-127.0.0.1:9092}
 DIR=${SCALE_DIR:-${TMPDIR:-/tmp}}
 OUT=${SCALE_OUT:-target/scale}
-BYTES_PER_ROW=${SCALE_BYTES_PER_ROW:-1600}
+BYTES_PER_ROW=${SCALE_BYTES_PER_ROW:-$([[ -n $KAFKA ]] && echo 1600 || echo 600)}
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'scale.sh: %s\n' "$*" >&2; exit 1; }
@@ -49,8 +50,10 @@ mkdir -p "$DIR" "$OUT"
 need=$((LARGE * BYTES_PER_ROW))
 avail=$(df -P -B1 "$DIR" | awk 'NR == 2 { print $4 }')
 gb() { awk -v b="$1" 'BEGIN { printf "%.1f GB", b / 1e9 }'; }
+parts="store, index, the reindex's shadow index"
+[[ -z $KAFKA ]] || parts+=", the Kafka part's data dir"
 log "disk: the $LARGE-row run needs about $(gb "$need") in $DIR ($BYTES_PER_ROW bytes/row:" \
-    "store, index, the reindex's shadow index, the Kafka part's data dir); $(gb "$avail") free"
+    "$parts); $(gb "$avail") free"
 ((avail >= need)) || die "not enough free disk in $DIR for $LARGE rows: set SCALE_DIR elsewhere or lower SCALE_ROWS"
 if [[ -n $KAFKA ]]; then
     log "memory: tansu keeps the topic in RAM, about $(gb $((LARGE * 400))) for $LARGE events"
