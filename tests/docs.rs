@@ -463,3 +463,30 @@ fn the_scale_table_script_passes_its_self_test() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// scripts/scale.sh checks the free disk before it builds anything, at 1,600 bytes a row with
+/// Kafka (its part fills a second data dir) and 600 without: a table no disk holds is refused
+/// with the estimate it used.
+#[test]
+fn the_scale_script_sizes_its_disk_check_by_whether_kafka_runs() {
+    for (kafka, bytes) in [("", "600"), ("127.0.0.1:1", "1600")] {
+        let out = std::process::Command::new("bash")
+            .arg("scripts/scale.sh")
+            .current_dir(root())
+            .env("SCALE_KAFKA", kafka)
+            .env("SCALE_MID", "")
+            .env("SCALE_ROWS", "1000000000000000")
+            .env("SCALE_DIR", std::env::temp_dir())
+            .output()
+            .expect("running bash scripts/scale.sh");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let with_kafka = !kafka.is_empty();
+        assert!(!out.status.success(), "SCALE_KAFKA={kafka:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("({bytes} bytes/row:"))
+                && stderr.contains("not enough free disk")
+                && stderr.contains("Kafka part's data dir") == with_kafka,
+            "SCALE_KAFKA={kafka:?}: {stderr}"
+        );
+    }
+}
