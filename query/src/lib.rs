@@ -50,7 +50,7 @@ use utoipa_axum::routes;
 pub use cluster::{Peers, spawn_prober};
 pub use error::{ApiError, ErrorResponse};
 pub use jobs::Reindexer;
-pub use ops::{Sample, parse_exposition, sample, spawn_sampler};
+pub use ops::{HOTSPOT_SAMPLE, Sample, parse_exposition, sample, spawn_sampler};
 pub use readiness::spawn_checker;
 pub use telemetry::{CATALOGUE, MemoryProbe, MemoryUse, install_recorder, prometheus_builder};
 

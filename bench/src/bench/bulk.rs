@@ -64,6 +64,61 @@ pub(super) async fn batch_lookups(
     Ok(())
 }
 
+/// Before the timed lookups: every sampled phone once, 1000 a call, so that wrk measures a
+/// node whose page cache holds the rows it is asked for, as a node in service does, rather
+/// than the first reads of a store far bigger than its block cache whose pages the kernel
+/// may have evicted since the load. This row is that first pass: its time and what it read
+/// from disk (`read_bytes` of /proc/self/io).
+pub(super) async fn warm_up(
+    client: &reqwest::Client,
+    base: &str,
+    table: &str,
+    sample: &UniformSample,
+) -> Result<Row> {
+    let calls = sample.phones.len().div_ceil(1000).max(1);
+    let read_before = disk_read_bytes();
+    let started = Instant::now();
+    let mut found = 0u64;
+    for call in 0..calls {
+        let body: serde_json::Value = client
+            .post(format!("{base}/v1/tables/{table}/rows:batch-lookup"))
+            .json(&json!({"field": "phone", "values": sample.batch(call, 1000)}))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        found += body["count"].as_u64().unwrap_or(0);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let read_mb = disk_read_bytes()
+        .zip(read_before)
+        .map_or(f64::NAN, |(after, before)| {
+            after.saturating_sub(before) as f64 / 1e6
+        });
+    let rate = sample.phones.len() as f64 / secs;
+    Ok(Row::new(
+        "lookup warm-up: each sampled phone once, 1000 a call",
+        format!(
+            "{} phones in {secs:.1}s ({rate:.0} phones/s, {found} rows found), {read_mb:.0} MB read from disk",
+            sample.phones.len()
+        ),
+    )
+    .value(rate, "phones/s")
+    .also("read from disk", read_mb, "MB"))
+}
+
+/// Bytes this process has caused to be read from storage (`read_bytes` of /proc/self/io).
+fn disk_read_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("read_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// `POST reindex {"from": "store"}` and wait for the swap: rows scanned per second.
 pub(super) async fn scan_reindex(
     client: &reqwest::Client,

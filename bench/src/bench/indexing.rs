@@ -263,6 +263,40 @@ pub(super) async fn sizes(
         ),
     ));
     report.push(store_size_row(data_dir, rows));
+    match region_report_sample(runtime_table).await {
+        Ok(row) => report.push(row),
+        Err(err) => tracing::warn!(error = %err, "region report sample"),
+    }
+}
+
+/// The ops page's region report reads a sample of the live rowkeys every 10 s while the table
+/// changes ([`hbidx_query::HOTSPOT_SAMPLE`]): the CPU of one read must not grow with the table.
+/// The least of five reads: the first one also faults the `_rk` column's pages in, and merges
+/// running beside it move the others by tens of percent.
+pub(super) async fn region_report_sample(runtime_table: &hbidx_query::TableRuntime) -> Result<Row> {
+    let searcher = runtime_table.searcher.clone();
+    let (cpu, rowkeys) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut cpu = Vec::new();
+        let mut rowkeys = 0;
+        for _ in 0..5 {
+            let before = crate::report::thread_cpu_seconds();
+            rowkeys = searcher
+                .live_rowkeys_sample(hbidx_query::HOTSPOT_SAMPLE)?
+                .rowkeys
+                .len();
+            if let Some((after, before)) = crate::report::thread_cpu_seconds().zip(before) {
+                cpu.push((after - before) * 1000.0);
+            }
+        }
+        Ok((cpu, rowkeys))
+    })
+    .await??;
+    let least = cpu.iter().copied().reduce(f64::min).unwrap_or(f64::NAN);
+    Ok(Row::new(
+        "region report: live rowkeys sampled (ops page)",
+        format!("{rowkeys} rowkeys in {least:.0} ms of CPU (the least of 5 reads)"),
+    )
+    .value(least, "ms"))
 }
 
 /// The longest [`settled`] waits for the index's merges.

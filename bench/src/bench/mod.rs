@@ -10,9 +10,10 @@
 //!    the change feed into tantivy);
 //! 3. with the indexer idle, write single rows at a fixed rate and record how long each took to
 //!    become searchable (the published index checkpoint covers its offset): p50/p99;
-//! 4. index and store bytes per row;
+//! 4. index and store bytes per row, and the CPU of the ops page's region report sample;
 //! 5. HTTP lookups by phone at fixed concurrency with `wrk` (Debian package) against the real
-//!    service on loopback, keys spread evenly over the whole table: throughput and p50/p99;
+//!    service on loopback, keys spread evenly over the whole table, after one warm-up pass
+//!    over the sampled phones (timed on its own row): throughput and p50/p99;
 //! 6. batch lookups of 1000 phones per call, a reindex by table scan (rows/s), a full verify
 //!    (rows/s), and updates: a tenth of the rows get a new phone and name (events/s through
 //!    the change feed, the indexer reading each row's previous state);
@@ -53,7 +54,7 @@ mod thrift;
 pub(crate) use indexing::people_batches;
 pub(crate) use measure::{commit_summary, percentile, process_cpu_seconds};
 
-use bulk::{batch_lookups, scan_reindex, updates, verify_full};
+use bulk::{batch_lookups, scan_reindex, updates, verify_full, warm_up};
 use http::{BenchServer, api_client};
 use indexing::{index_size_row, store_size_row};
 use lookups::write_wrk_script;
@@ -184,6 +185,7 @@ pub async fn run(
         if let Some(indexed) = instance.state.tables.get(&table.name) {
             let stats = indexed.searcher.sizes();
             report.push(index_size_row(&stats, String::new()));
+            report.push(indexing::region_report_sample(indexed).await?);
         }
         report.push(store_size_row(&data_dir, rows));
         instance.shutdown_indexers().await?;
@@ -251,6 +253,16 @@ pub async fn run(
             .error_for_status()?
             .json()
             .await?;
+        let warm_client = api_client(&api_key)?;
+        report.push(
+            warm_up(
+                &warm_client,
+                &format!("http://{addr}"),
+                &table.name,
+                &sample,
+            )
+            .await?,
+        );
         lookups::wrk_lookups(
             &args,
             &instance.state,
