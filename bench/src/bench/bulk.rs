@@ -76,7 +76,7 @@ pub(super) async fn warm_up(
     sample: &UniformSample,
 ) -> Result<Row> {
     let calls = sample.phones.len().div_ceil(1000).max(1);
-    let read_before = disk_read_bytes();
+    let read_before = super::measure::io_bytes("read_bytes");
     let started = Instant::now();
     let mut found = 0u64;
     for call in 0..calls {
@@ -91,7 +91,7 @@ pub(super) async fn warm_up(
         found += body["count"].as_u64().unwrap_or(0);
     }
     let secs = started.elapsed().as_secs_f64();
-    let read_mb = disk_read_bytes()
+    let read_mb = super::measure::io_bytes("read_bytes")
         .zip(read_before)
         .map_or(f64::NAN, |(after, before)| {
             after.saturating_sub(before) as f64 / 1e6
@@ -106,17 +106,6 @@ pub(super) async fn warm_up(
     )
     .value(rate, "phones/s")
     .also("read from disk", read_mb, "MB"))
-}
-
-/// Bytes this process has caused to be read from storage (`read_bytes` of /proc/self/io).
-fn disk_read_bytes() -> Option<u64> {
-    std::fs::read_to_string("/proc/self/io")
-        .ok()?
-        .lines()
-        .find_map(|line| line.strip_prefix("read_bytes:"))?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// `POST reindex {"from": "store"}` and wait for the swap: rows scanned per second.

@@ -10,7 +10,7 @@ use hbidx_demo::{DEMO_SEED, PersonColumns};
 use hbidx_indexer::{CHANGE_FEED, CommitPolicy, IndexStats};
 use hbidx_schema::config::{HbidxConfig, TableConfig};
 
-use super::measure::{commit_summary, cpu_per_event, process_cpu_seconds};
+use super::measure::{commit_summary, cpu_per_event, io_bytes, process_cpu_seconds};
 use super::{BATCH, BenchArgs};
 use crate::bench::Row;
 use crate::report::UniformSample;
@@ -328,14 +328,6 @@ pub(super) async fn settled(runtime_table: &hbidx_query::TableRuntime) -> IndexS
     runtime_table.searcher.sizes()
 }
 
-/// Bytes this process has written to storage (Linux `/proc/self/io`, `write_bytes`).
-fn written_bytes() -> Option<u64> {
-    let io = std::fs::read_to_string("/proc/self/io").ok()?;
-    io.lines()
-        .find_map(|line| line.strip_prefix("write_bytes:"))
-        .and_then(|value| value.trim().parse().ok())
-}
-
 /// The process's CPU time and bytes written to storage from a starting point on: what index
 /// maintenance costs per written row, background merges and the store's work included.
 struct Spent {
@@ -347,7 +339,7 @@ impl Spent {
     fn start() -> Self {
         Self {
             cpu: process_cpu_seconds(),
-            written: written_bytes(),
+            written: io_bytes("write_bytes"),
         }
     }
 
@@ -357,7 +349,7 @@ impl Spent {
             .zip(self.cpu)
             .map(|(after, before)| after - before);
         let (cpu_text, micros) = cpu_per_event(cpu, events);
-        let kib = written_bytes()
+        let kib = io_bytes("write_bytes")
             .zip(self.written)
             .map_or(f64::NAN, |(after, before)| {
                 after.saturating_sub(before) as f64 / events.max(1) as f64 / 1024.0

@@ -15,6 +15,18 @@ pub(crate) fn process_cpu_seconds() -> Option<f64> {
     crate::report::stat_cpu_seconds("/proc/self/stat")
 }
 
+/// A counter of this process's storage I/O (Linux `/proc/self/io`): `read_bytes` or
+/// `write_bytes`, the bytes it caused to be read from or written to storage.
+pub(crate) fn io_bytes(key: &str) -> Option<u64> {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 fn rss_kib(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -58,4 +70,18 @@ pub(crate) fn commit_summary(stats: &hbidx_indexer::IndexerStats) -> String {
         stats.commits.load(Relaxed),
         stats.last_commit_micros.load(Relaxed) as f64 / 1e3
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_bytes_reads_the_named_counter_only() {
+        // Linux has /proc/self/io; `cancelled_write_bytes` must not pass for `write_bytes`.
+        assert!(io_bytes("read_bytes").is_some());
+        assert!(io_bytes("write_bytes").is_some());
+        assert_eq!(io_bytes("bytes"), None);
+        assert_eq!(io_bytes("no_such_counter"), None);
+    }
 }
