@@ -32,22 +32,9 @@ pub(super) async fn batch_lookups(
     let mut millis = Vec::with_capacity(calls);
     let mut found = 0u64;
     for call in 0..calls {
-        let phones = sample.batch(call, 1000);
-        let mut request = json!({"field": "phone", "values": phones});
-        if let (Some(request), Some(extra)) = (request.as_object_mut(), extra.as_object()) {
-            request.extend(extra.clone());
-        }
         let started = Instant::now();
-        let body: serde_json::Value = client
-            .post(format!("{base}/v1/tables/{table}/rows:batch-lookup"))
-            .json(&request)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
+        found += batch_call(client, base, table, sample.batch(call, 1000), extra).await?;
         millis.push(started.elapsed().as_secs_f64() * 1e3);
-        found += body["count"].as_u64().unwrap_or(0);
     }
     millis.sort_by(f64::total_cmp);
     let (p50, p99) = (percentile(&millis, 50.0), percentile(&millis, 99.0));
@@ -62,6 +49,29 @@ pub(super) async fn batch_lookups(
         .also("p99", p99, "ms"),
     );
     Ok(())
+}
+
+/// One batch lookup of `phones`, with `extra` merged into the request body: the rows found.
+async fn batch_call(
+    client: &reqwest::Client,
+    base: &str,
+    table: &str,
+    phones: Vec<&str>,
+    extra: &serde_json::Value,
+) -> Result<u64> {
+    let mut request = json!({"field": "phone", "values": phones});
+    if let (Some(request), Some(extra)) = (request.as_object_mut(), extra.as_object()) {
+        request.extend(extra.clone());
+    }
+    let body: serde_json::Value = client
+        .post(format!("{base}/v1/tables/{table}/rows:batch-lookup"))
+        .json(&request)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(body["count"].as_u64().unwrap_or(0))
 }
 
 /// Before the timed lookups: every sampled phone once, 1000 a call, so that wrk measures a
@@ -80,15 +90,7 @@ pub(super) async fn warm_up(
     let started = Instant::now();
     let mut found = 0u64;
     for call in 0..calls {
-        let body: serde_json::Value = client
-            .post(format!("{base}/v1/tables/{table}/rows:batch-lookup"))
-            .json(&json!({"field": "phone", "values": sample.batch(call, 1000)}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        found += body["count"].as_u64().unwrap_or(0);
+        found += batch_call(client, base, table, sample.batch(call, 1000), &json!({})).await?;
     }
     let secs = started.elapsed().as_secs_f64();
     let read_mb = super::measure::io_bytes("read_bytes")

@@ -294,7 +294,7 @@ pub(super) async fn region_report_sample(runtime_table: &hbidx_query::TableRunti
     let least = cpu.iter().copied().reduce(f64::min).unwrap_or(f64::NAN);
     Ok(Row::new(
         "region report: live rowkeys sampled (ops page)",
-        format!("{rowkeys} rowkeys in {least:.0} ms of CPU (the least of 5 reads)"),
+        format!("{rowkeys} rowkeys in {least:.1} ms of CPU (the least of 5 reads)"),
     )
     .value(least, "ms"))
 }

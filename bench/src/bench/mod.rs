@@ -224,6 +224,8 @@ pub async fn run(
     let sampler = hbidx_query::spawn_sampler(&instance.state);
     let server = BenchServer::start(instance.state.clone(), http_threads.clone()).await?;
     let addr = server.addr;
+    let base = format!("http://{addr}");
+    let client = api_client(&api_key)?;
     let script = data_dir.join("phones.lua");
     if args.lookup_seconds > 0 {
         write_wrk_script(
@@ -253,16 +255,7 @@ pub async fn run(
             .error_for_status()?
             .json()
             .await?;
-        let warm_client = api_client(&api_key)?;
-        report.push(
-            warm_up(
-                &warm_client,
-                &format!("http://{addr}"),
-                &table.name,
-                &sample,
-            )
-            .await?,
-        );
+        report.push(warm_up(&client, &base, &table.name, &sample).await?);
         lookups::wrk_lookups(
             &args,
             &instance.state,
@@ -276,8 +269,6 @@ pub async fn run(
 
     // Phase 6: batch lookups of 1000 phones in one call, a reindex by table scan, a full
     // verify, and updates of a tenth of the rows.
-    let base = format!("http://{addr}");
-    let client = api_client(&api_key)?;
     batch_lookups(
         &client,
         &base,
