@@ -81,18 +81,21 @@ export HBIDX_TANSU=$TANSU
 
 # The two tools built from crates.io: tansu (HBIDX_TANSU names a broker binary of one's own,
 # used as it is) and cargo-fuzz for scripts/fuzz.sh (which installs it too when run alone).
+# They compile at the lowest CPU priority: on a fresh machine they build beside the build
+# someone waits for (the first run's demo in CI, the test build here), which then gets the cores
+# whenever it can use them and leaves the installs its serial stretches.
 install_tools() {
   if [ "$TANSU" = /opt/tansu/bin/tansu ] \
     && { [ ! -x "$TANSU" ] || [ "$(cat "$TANSU_ROOT/FEATURES" 2>/dev/null)" != "$TANSU_FEATURES" ]; }; then
     log "cargo install tansu 0.6.0 ($TANSU_FEATURES) into $TANSU_ROOT"
     CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false \
-      cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
+      nice -n 19 cargo install tansu --locked --force --version 0.6.0 --features "$TANSU_FEATURES" \
       --root "$TANSU_ROOT"
     echo "$TANSU_FEATURES" >"$TANSU_ROOT/FEATURES"
   fi
   if ! cargo fuzz --version >/dev/null 2>&1; then
     log "cargo install cargo-fuzz 0.13.2"
-    cargo install cargo-fuzz --locked --version 0.13.2
+    nice -n 19 cargo install cargo-fuzz --locked --version 0.13.2
   fi
 }
 
