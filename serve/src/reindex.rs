@@ -409,8 +409,11 @@ async fn run_store(
 
 /// Rows a scan applies between two commits: bounds the documents queued for tantivy's indexing
 /// threads and, should rows come out of order, the writer's in-memory row states (a scan in
-/// rowkey order into an empty index keeps none: `TableIndexWriter::apply_scanned`).
-const REBUILD_COMMIT_ROWS: usize = 200_000;
+/// rowkey order into an empty index keeps none: `TableIndexWriter::apply_scanned`). The scan
+/// outruns the indexing threads, so most of a commit's rows wait in that queue: tens of MB at
+/// this size, several times that at 200k, where the shadow's fewer, bigger first segments
+/// saved no measurable scan time.
+const REBUILD_COMMIT_ROWS: usize = 50_000;
 
 /// Rebuilds, at start, a table index that can't be opened because it was built for another
 /// schema (the table's fields changed, or an older hbidx wrote another document layout), from
