@@ -431,8 +431,8 @@ impl TableIndexWriter {
         let encoded = state.encode();
         // tantivy's `TantivyDocument::default()` reserves 1 KiB for the values, several times a
         // row's document, and every document waits in tantivy's queue until an indexing
-        // thread takes it: up to a commit's worth (200k in a reindex by scan), outside every
-        // budget. Sized to the row instead, and trimmed below.
+        // thread takes it: up to a commit's worth (tens of thousands of rows in a reindex by
+        // scan), outside every budget. Sized to the row instead, and trimmed below.
         let mut doc =
             TantivyDocument::with_capacity(rowkey.len() + encoded.len() + DOC_VALUES_GUESS);
         doc.add_bytes(self.fields.rowkey, rowkey);
