@@ -28,7 +28,7 @@ pub(super) async fn wrk_lookups(
                 class.label(false),
                 format!("http://{addr}"),
                 script,
-                args,
+                WrkLoad::of(args),
                 http_threads.count,
                 class,
             )
@@ -43,7 +43,7 @@ pub(super) async fn wrk_lookups(
         "HTTP floor: the same stack answering a fixed row from memory",
         format!("http://{}", floor.addr),
         floor_script,
-        args,
+        WrkLoad::of(args),
         http_threads.count,
         Scheduling::Normal,
     )
@@ -70,7 +70,7 @@ pub(super) async fn wrk_lookups(
                     class.label(true),
                     format!("http://{}", one.addr),
                     script,
-                    args,
+                    WrkLoad::of(args),
                     1,
                     class,
                 )
@@ -94,7 +94,7 @@ pub(super) async fn wrk_lookups(
                 class.label(true),
                 format!("http://{}", pinned.addr),
                 script,
-                args,
+                WrkLoad::of(args),
                 1,
                 class,
             )
@@ -103,6 +103,25 @@ pub(super) async fn wrk_lookups(
         pinned.stop().await?;
     }
     Ok(())
+}
+
+/// wrk's threads, connections and seconds.
+#[derive(Clone, Copy)]
+pub(super) struct WrkLoad {
+    pub threads: u32,
+    pub connections: u32,
+    pub seconds: u64,
+}
+
+impl WrkLoad {
+    /// The load `--wrk-threads`, `--connections` and `--lookup-seconds` ask for.
+    pub(super) fn of(args: &BenchArgs) -> Self {
+        Self {
+            threads: args.wrk_threads,
+            connections: args.connections,
+            seconds: args.lookup_seconds,
+        }
+    }
 }
 
 /// How the load generator is scheduled. On a 2-core box it shares the cores with the server,
@@ -153,12 +172,15 @@ pub(super) async fn run_wrk(
     label: &'static str,
     url: String,
     script: &std::path::Path,
-    args: &BenchArgs,
+    load: WrkLoad,
     workers: usize,
     scheduling: Scheduling,
 ) -> Result<Row> {
-    let (wrk_threads, connections, seconds) =
-        (args.wrk_threads, args.connections, args.lookup_seconds);
+    let WrkLoad {
+        threads: wrk_threads,
+        connections,
+        seconds,
+    } = load;
     let script = script.display().to_string();
     // scripts/bench.sh reads the client's CPUs from the row, to run pgbench on the same ones.
     let client_cpus = match &scheduling {

@@ -48,6 +48,7 @@ mod http;
 mod indexing;
 mod lookups;
 mod measure;
+mod multi;
 mod restart;
 mod thrift;
 
@@ -262,6 +263,16 @@ pub async fn run(
             &http_threads,
             (&script, &floor_script, floor_answer),
             addr,
+            &mut report,
+        )
+        .await?;
+        multi::multi_match_lookups(
+            &base,
+            &format!("/v1/tables/{}/rows", table.name),
+            &api_key,
+            &sample,
+            &data_dir,
+            http_threads.count,
             &mut report,
         )
         .await?;

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::BenchArgs;
 use super::bulk::{batch_lookups, scan_reindex};
 use super::http::BenchServer;
-use super::lookups::{Scheduling, run_wrk, write_wrk_script};
+use super::lookups::{Scheduling, WrkLoad, run_wrk, write_wrk_script};
 use crate::bench::Row;
 use crate::report::UniformSample;
 
@@ -59,7 +59,7 @@ pub(super) async fn thrift_lookups(
                 "lookup by phone, rows over Thrift1 (wrk)",
                 format!("http://{thrift_addr}"),
                 &script,
-                args,
+                WrkLoad::of(args),
                 http_threads.count,
                 Scheduling::Normal,
             )
@@ -205,7 +205,7 @@ async fn covered_lookups(
                     label,
                     format!("http://{thrift_addr}"),
                     &script,
-                    args,
+                    WrkLoad::of(args),
                     http_threads,
                     Scheduling::Normal,
                 )
