@@ -412,8 +412,8 @@ async fn run_store(
 /// rowkey order into an empty index keeps none: `TableIndexWriter::apply_scanned`). The scan
 /// outruns the indexing threads, so most of a commit's rows wait in that queue: tens of MB at
 /// this size, ~100 MB more of peak RSS at 200k. The price is more, smaller first segments for
-/// the shadow's merges: no measurable scan time at 1M rows; at 10M the reindex may be up to a
-/// fifth slower (one run, not yet compared side by side).
+/// the shadow's merges: no measurable scan time at 1M rows; at 10M a fifth to a quarter slower
+/// (24k-26k against 32k-34k rows/s at 200k, in separate runs).
 const REBUILD_COMMIT_ROWS: usize = 50_000;
 
 /// Rebuilds, at start, a table index that can't be opened because it was built for another
