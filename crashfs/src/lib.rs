@@ -34,6 +34,29 @@
 //! after an fsync copies only the chunks it touches (a 100-byte append + fdatasync loop copies
 //! its 64 KiB chunk each time: ~0.1 ms per iteration through FUSE, measured).
 //!
+//! # Capacity
+//!
+//! [`CrashFs::mount_with_capacity`] bounds the volatile tree's file data, so a test can fill
+//! the disk as on a small tmpfs (and crash it too). What counts:
+//!
+//! - each regular file's size rounded up to 4 KiB blocks (as tmpfs counts pages), for every
+//!   live inode, including unlinked files still open; holes count as allocated (unlike tmpfs
+//!   and ext4, which allocate them on write). Directories, symlinks, names and inodes are free.
+//! - A `write` that would take the total past the capacity fails with ENOSPC and changes
+//!   nothing, all or nothing per FUSE write request. But the kernel splits a write(2) into
+//!   several requests (of up to 1 MiB here, and after a partly written first page it has not
+//!   cached), and then returns the bytes of those that succeeded: a write(2) can still end
+//!   short, with its first part written. ext4 and tmpfs write what fits and return a short
+//!   count too, so a caller looping until ENOSPC fills all three to the last block.
+//!   Overwriting within a file's blocks never fails.
+//! - `fallocate` and a size-extending truncate (`setattr`) past it fail with ENOSPC too;
+//!   shrinking truncates, and unlinks once the last name and handle are gone, give space back.
+//! - `statfs` reports the capacity's whole blocks, free = bavail = what is left (no blocks
+//!   reserved for root), in 4 KiB blocks; `st_blocks` of a file is its charged size.
+//! - The durable tree is not bounded. After a crash, the usage is recomputed from what
+//!   survived, which can exceed the capacity (a synced file whose shrinking truncate was not
+//!   synced comes back whole): growth then fails until enough is removed.
+//!
 //! # What it does not model
 //!
 //! - No torn writes: a crash never leaves part of a write or a sector; each inode's data is its
@@ -48,7 +71,9 @@
 //! - One thread serves all FUSE requests, under one lock.
 //! - The durable state lives in this process's memory: it survives a crash of the process
 //!   *using* the mount, not of the process serving it.
-//! - No space limit (statfs reports 4 TiB free); files are limited to 1 TiB.
+//! - Space: only with [`CrashFs::mount_with_capacity`], and then only file data counts (see
+//!   Capacity above); [`CrashFs::mount`] has no limit (statfs reports 4 TiB free). Inodes are
+//!   never short (statfs reports a billion free). Files are limited to 1 TiB (EFBIG).
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -114,8 +139,23 @@ pub struct CrashFs {
 
 impl CrashFs {
     /// Mounts an empty filesystem at `mountpoint` (an existing empty directory), served on a
-    /// background thread.
+    /// background thread. No space limit: see [`CrashFs::mount_with_capacity`] for one.
     pub fn mount(mountpoint: &Path, mode: Mode) -> io::Result<CrashFs> {
+        Self::mount_inner(mountpoint, mode, u64::MAX)
+    }
+
+    /// As [`CrashFs::mount`], on a volume that holds `capacity_bytes` of file data (rounded
+    /// down to whole 4 KiB blocks), so it can fill up: growing a file past it fails with
+    /// ENOSPC. See "Capacity" in the crate docs for what counts.
+    pub fn mount_with_capacity(
+        mountpoint: &Path,
+        mode: Mode,
+        capacity_bytes: u64,
+    ) -> io::Result<CrashFs> {
+        Self::mount_inner(mountpoint, mode, capacity_bytes)
+    }
+
+    fn mount_inner(mountpoint: &Path, mode: Mode, capacity: u64) -> io::Result<CrashFs> {
         if !mountpoint.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -123,7 +163,7 @@ impl CrashFs {
             ));
         }
         let canonical = mountpoint.canonicalize()?;
-        let state = Arc::new(Mutex::new(State::new(mode)));
+        let state = Arc::new(Mutex::new(State::new(mode, capacity)));
         let session = spawn(mountpoint, &state)?;
         Ok(CrashFs {
             mountpoint: mountpoint.to_path_buf(),
@@ -478,7 +518,12 @@ impl Node {
         FileAttr {
             ino: INodeNo(ino),
             size,
-            blocks: size.div_ceil(512),
+            // In 512-byte units, of the 4 KiB blocks charged against the capacity (files; the
+            // rest charge nothing but report their size), so du agrees with df.
+            blocks: match self.kind {
+                Kind::File(_) => charge(size) / 512,
+                _ => size.div_ceil(512),
+            },
             atime: self.atime,
             mtime: self.mtime,
             ctime: self.ctime,
@@ -525,6 +570,12 @@ struct State {
     /// Never reused, across crashes too, so an inode number names one file for the whole run.
     next_ino: u64,
     zero: Chunk,
+    /// Bytes the volatile tree's file data may occupy ([`charge`]); `u64::MAX`: no limit.
+    capacity: u64,
+    /// What it occupies now: [`charge`] summed over every volatile file, including unlinked
+    /// ones still open. Kept up to date by each size change, so statfs and the ENOSPC check
+    /// are O(1).
+    used: u64,
 }
 
 type Res<T> = Result<T, Errno>;
@@ -538,7 +589,7 @@ fn check_name(name: &OsStr) -> Res<()> {
 }
 
 impl State {
-    fn new(mode: Mode) -> State {
+    fn new(mode: Mode, capacity: u64) -> State {
         let mut root = Node::new(Kind::Dir(Dir::new(ROOT)), 0o755, 0, 0);
         root.nlink = 1;
         let vol: Tree = [(ROOT, root)].into();
@@ -549,6 +600,28 @@ impl State {
             lookups: HashMap::new(),
             next_ino: ROOT + 1,
             zero: zero_chunk(),
+            capacity,
+            used: 0,
+        }
+    }
+
+    /// A file of `old_len` bytes becomes `new_len` bytes long: accounts for it, or fails with
+    /// ENOSPC, changing nothing, if that would take the volume past its capacity. Shrinking
+    /// always succeeds; growing within the blocks the file already has is free.
+    fn resize(&mut self, old_len: u64, new_len: u64) -> Res<()> {
+        let used = self.used - charge(old_len) + charge(new_len);
+        if new_len > old_len && used > self.capacity {
+            return Err(Errno::ENOSPC);
+        }
+        self.used = used;
+        Ok(())
+    }
+
+    /// The current length of file `ino` (ENOENT, or `not_file` for a directory or symlink).
+    fn file_len(&self, ino: u64, not_file: Errno) -> Res<u64> {
+        match &self.node(ino)?.kind {
+            Kind::File(d) => Ok(d.len),
+            _ => Err(not_file),
         }
     }
 
@@ -584,7 +657,14 @@ impl State {
             && node.nlink == 0
             && !self.lookups.contains_key(&ino)
         {
-            self.vol.remove(&ino);
+            // Its last name and handle are gone: its blocks are free again.
+            if let Some(Node {
+                kind: Kind::File(d),
+                ..
+            }) = self.vol.remove(&ino)
+            {
+                self.used -= charge(d.len);
+            }
         }
         self.maybe_drop_durable(ino);
     }
@@ -758,6 +838,14 @@ impl State {
         mtime: Option<TimeOrNow>,
     ) -> Res<FileAttr> {
         let zero = self.zero.clone();
+        if let Some(size) = size
+            && let Ok(old) = self.file_len(ino, Errno::EISDIR)
+            && size <= MAX_FILE_SIZE
+        {
+            // Before anything changes, so a truncate past the capacity changes nothing (not
+            // even the mode or times given with it). Holes count as allocated: see the docs.
+            self.resize(old, size)?;
+        }
         let node = self.node_mut(ino)?;
         let now = SystemTime::now();
         if let Some(size) = size {
@@ -811,6 +899,11 @@ impl State {
             return Err(Errno::EFBIG);
         }
         let zero = self.zero.clone();
+        let old = self.file_len(ino, Errno::EISDIR)?;
+        // All or nothing: a write that would go past the capacity fails whole, leaving the
+        // file as it was (the kernel then returns ENOSPC, or the bytes of the earlier requests
+        // if it split a big write(2) into several).
+        self.resize(old, old.max(offset + data.len() as u64))?;
         let node = self.node_mut(ino)?;
         let Kind::File(d) = &mut node.kind else {
             return Err(Errno::EISDIR);
@@ -834,6 +927,8 @@ impl State {
             return Err(Errno::EFBIG);
         }
         let zero = self.zero.clone();
+        let old = self.file_len(ino, Errno::ENODEV)?;
+        self.resize(old, old.max(end))?;
         let node = self.node_mut(ino)?;
         let Kind::File(d) = &mut node.kind else {
             return Err(Errno::ENODEV);
@@ -974,6 +1069,10 @@ impl State {
         self.dur = reached.clone();
         self.vol = reached;
         self.lookups.clear();
+        // What survived may even exceed the capacity (a synced file whose truncate was not
+        // synced comes back whole, next to a synced filler): growth then fails until files
+        // are removed, as on a disk that is over-full.
+        self.used = usage(&self.vol);
     }
 
     fn unsynced(&self) -> Unsynced {
@@ -1005,6 +1104,23 @@ impl State {
         }
         u
     }
+}
+
+/// Space a file of `len` bytes takes against the capacity: whole 4 KiB blocks, as tmpfs's
+/// pages, holes included. (Memory really goes by 64 KiB chunk, holes sharing one; the block is
+/// the unit statfs reports, so `df` and the ENOSPC threshold agree to the byte.)
+fn charge(len: u64) -> u64 {
+    len.div_ceil(u64::from(BLOCK)) * u64::from(BLOCK)
+}
+
+/// [`charge`] summed over a tree's files: how [`State::used`] is recomputed after a crash.
+fn usage(tree: &Tree) -> u64 {
+    tree.values()
+        .map(|n| match &n.kind {
+            Kind::File(d) => charge(d.len),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A directory's content changed.
@@ -1347,12 +1463,25 @@ impl Filesystem for Fs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        // Plenty of space: 4 TiB in 4 KiB blocks, a billion inodes.
-        let blocks = 1 << 30;
+        let s = self.state();
+        let block = u64::from(BLOCK);
+        // Without a capacity, plenty of space: 4 TiB in 4 KiB blocks (and always a billion
+        // inodes). With one, its whole blocks; free is what the ENOSPC check allows, so a
+        // program that sizes its writes by statfs gets exactly what it was told. No blocks are
+        // reserved for root: bavail = bfree.
+        let (blocks, free) = if s.capacity == u64::MAX {
+            (1 << 30, 1 << 30)
+        } else {
+            (
+                s.capacity / block,
+                s.capacity.saturating_sub(s.used) / block,
+            )
+        };
+        drop(s);
         reply.statfs(
             blocks,
-            blocks,
-            blocks,
+            free,
+            free,
             1 << 30,
             1 << 30,
             BLOCK,
@@ -1480,7 +1609,7 @@ mod tests {
 
     #[test]
     fn rename_flags_and_errors() {
-        let mut s = State::new(Mode::Strict);
+        let mut s = State::new(Mode::Strict, u64::MAX);
         let a = file(&mut s, ROOT, "a");
         file(&mut s, ROOT, "b");
         let d = s
@@ -1512,7 +1641,7 @@ mod tests {
 
     #[test]
     fn durable_copies_follow_names_and_syncs() {
-        let mut s = State::new(Mode::Strict);
+        let mut s = State::new(Mode::Strict, u64::MAX);
         let a = file(&mut s, ROOT, "a");
         // No kernel in this unit test: nothing holds the inode but its name.
         s.lookups.clear();
@@ -1535,7 +1664,7 @@ mod tests {
 
     #[test]
     fn crash_keeps_what_durable_names_reach() {
-        let mut s = State::new(Mode::Lenient);
+        let mut s = State::new(Mode::Lenient, u64::MAX);
         let d = s
             .add(ROOT, "d".as_ref(), Kind::Dir(Dir::new(ROOT)), 0o755, (0, 0))
             .unwrap();
@@ -1564,7 +1693,7 @@ mod tests {
 
     #[test]
     fn fsync_copies_pointers_not_data() {
-        let mut s = State::new(Mode::Strict);
+        let mut s = State::new(Mode::Strict, u64::MAX);
         let f = file(&mut s, ROOT, "journal");
         let mut timings = Vec::new();
         for size in [4u64 << 20, 1 << 30] {
@@ -1581,6 +1710,62 @@ mod tests {
             timings[0], timings[1]
         );
         assert!(timings[1] < Duration::from_millis(20), "{timings:?}");
+    }
+
+    #[test]
+    fn capacity_is_charged_by_block_and_given_back() {
+        const B: u64 = BLOCK as u64;
+        let mut s = State::new(Mode::Lenient, 10 * B + 100);
+        let a = file(&mut s, ROOT, "a");
+        let b = file(&mut s, ROOT, "b");
+        let check = |s: &State, used: u64| {
+            assert_eq!(s.used, used);
+            assert_eq!(usage(&s.vol), used, "the running count drifted");
+        };
+        s.write(a, 0, &[1; 100]).unwrap();
+        check(&s, B);
+        s.write(a, 100, &[2; 100]).unwrap();
+        check(&s, B);
+        s.write(b, 0, &vec![3; 8 * B as usize]).unwrap();
+        check(&s, 9 * B);
+        // 2 blocks asked, 1 left (the 100 bytes past the last whole block don't count).
+        assert_eq!(
+            s.write(a, 100, &vec![4; 2 * B as usize]),
+            Err(Errno::ENOSPC)
+        );
+        match &s.vol[&a].kind {
+            Kind::File(d) => assert_eq!(d.read(0, 1 << 20), [[1; 100], [2; 100]].concat()),
+            _ => panic!(),
+        }
+        assert_eq!(s.fallocate(a, 0, 3 * B, 0), Err(Errno::ENOSPC));
+        assert_eq!(
+            s.setattr(a, Some(0o600), None, None, Some(3 * B), None, None)
+                .map(|_| ()),
+            Err(Errno::ENOSPC)
+        );
+        assert_eq!(s.vol[&a].perm, 0o644, "a failed setattr changes nothing");
+        check(&s, 9 * B);
+        s.fallocate(a, 0, 2 * B, 0).unwrap();
+        check(&s, 10 * B);
+        // Full, yet overwriting in place works.
+        s.write(b, 5, b"xyz").unwrap();
+        assert_eq!(s.write(b, 8 * B, b"x"), Err(Errno::ENOSPC));
+        // A truncate gives space back; an unlinked file gives it back once forgotten.
+        s.setattr(b, None, None, None, Some(B), None, None).unwrap();
+        check(&s, 3 * B);
+        s.sync_file(b).unwrap();
+        s.remove(ROOT, "a".as_ref(), false).unwrap();
+        check(&s, 3 * B);
+        s.forget(a, 1);
+        check(&s, B);
+        s.setattr(b, None, None, None, Some(0), None, None).unwrap();
+        check(&s, 0);
+        // After a crash: what survived (b's synced block), recounted.
+        let c = file(&mut s, ROOT, "c");
+        s.write(c, 0, &vec![5; 10 * B as usize]).unwrap();
+        check(&s, 10 * B);
+        s.crash();
+        check(&s, B);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! `crashfs MOUNTPOINT [--mode strict|lenient]`: mounts a crashfs (see the library's docs) for
-//! a test driven from outside Rust. SIGUSR1 performs a crash (unmount, drop what was not
-//! durable, mount again) and prints `crashed ...` on stdout when the mount is back; SIGINT or
-//! SIGTERM unmounts and exits. `mounted` on stdout means the filesystem is ready.
+//! `crashfs MOUNTPOINT [--mode strict|lenient] [--capacity BYTES]`: mounts a crashfs (see the
+//! library's docs) for a test driven from outside Rust. SIGUSR1 performs a crash (unmount, drop
+//! what was not durable, mount again) and prints `crashed ...` on stdout when the mount is back;
+//! SIGINT or SIGTERM unmounts and exits. `mounted` on stdout means the filesystem is ready.
+//! `--capacity` makes the volume fill up (ENOSPC) as a small tmpfs would.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +21,10 @@ struct Args {
     /// are durable at once (as LazyFS). File data always needs fsync.
     #[arg(long, value_enum, default_value = "strict")]
     mode: ModeArg,
+    /// Bytes of file data the volume holds before writes fail with ENOSPC (whole 4 KiB
+    /// blocks); no limit without it.
+    #[arg(long)]
+    capacity: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -38,7 +43,11 @@ fn main() -> ExitCode {
         ModeArg::Strict => Mode::Strict,
         ModeArg::Lenient => Mode::Lenient,
     };
-    let mut fs = match CrashFs::mount(&args.mountpoint, mode) {
+    let mounted = match args.capacity {
+        Some(bytes) => CrashFs::mount_with_capacity(&args.mountpoint, mode, bytes),
+        None => CrashFs::mount(&args.mountpoint, mode),
+    };
+    let mut fs = match mounted {
         Ok(fs) => fs,
         Err(e) => {
             eprintln!("crashfs: mounting {}: {e}", args.mountpoint.display());
