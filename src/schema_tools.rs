@@ -55,7 +55,12 @@ pub fn schema_check(file: &Path) -> Result<()> {
         config.security.keys.len()
     );
     match &config.store {
-        StoreConfig::Embedded => println!("  store: embedded"),
+        StoreConfig::Embedded(embedded) => {
+            println!(
+                "  store: embedded (durability {})",
+                embedded.durability.as_str()
+            )
+        }
         StoreConfig::Hbase(hbase) => {
             println!("  store: hbase (Thrift1 at {})", hbase.thrift)
         }

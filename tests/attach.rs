@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 use hbidx_schema::model::CellOp;
 use serde_json::{Value, json};
 use util::kafka::{Producer, create_topic, json_source, unique_topic};
-use util::{
-    Server, cli, client, eventually, free_port, get, post, report_count, start_hbase_standin,
-};
+use util::{Server, cli, client, eventually, free_port, get, post, start_hbase_standin};
 
 /// Rows in "HBase" before replication is turned on: in no topic, found only by the scan.
 const EXISTING_ROWS: u64 = 4_000;
@@ -235,23 +233,7 @@ fn attaching_to_a_live_table_loses_no_write_made_meanwhile() {
     });
 
     // Step 7: verify --full finds no drift.
-    let (code, report) = cli(&[
-        "--config",
-        &config,
-        "verify",
-        "user",
-        "--full",
-        "--server",
-        &sidecar.base,
-    ]);
-    assert_eq!(code, 0, "{report}");
-    for label in [
-        "missing from the index",
-        "ghosts in the index",
-        "value mismatches",
-    ] {
-        assert_eq!(report_count(&report, label), 0, "{label}: {report}");
-    }
+    util::assert_no_drift(&sidecar.base, Some(&config));
 
     // The oracle: every row the table holds is found by its last phone, with its last values.
     let rows: Vec<(&u64, &(String, String))> = truth.iter().collect();

@@ -8,7 +8,8 @@
 //! - "HBase": an hbidx serving HBase's Thrift1 API over its embedded store (as in
 //!   tests/hbase_store.rs), killed and restarted on the same port;
 //! - the hbidx under test (`[store] kind = "hbase"`, fed by the topic), its data directory on
-//!   a small tmpfs of its own so that the disk can be filled; killed with SIGKILL.
+//!   a 64 MB crashfs volume of its own (`crashfs/`, strict mode), so that the disk can be
+//!   filled and a power cut can take what wasn't fsynced; killed with SIGKILL.
 //!
 //! Two writers run side by side on disjoint rows, each sequentially, each op retried until it is
 //! acknowledged (so every op ends up acknowledged, and an op's effect is known):
@@ -23,8 +24,11 @@
 //!
 //! The faults, in an order drawn from the seed: kill -9 of the hbidx under write load, during a
 //! reindex (half of them as soon as the job reports `swapping`) and after 3 s idle (when the
-//! idle compaction starts); the broker stopped (SIGTERM or SIGKILL) and started; "HBase" killed
-//! and restarted; the data directory's filesystem filled and freed.
+//! idle compaction starts); a power cut (SIGKILL, then every write to the data volume not yet
+//! fsynced is lost) under write load or during a reindex; a reindex from the store run to its
+//! end while the writers go on;
+//! the broker stopped (SIGTERM or SIGKILL) and started; "HBase" killed and restarted; the data
+//! directory's filesystem filled and freed.
 //!
 //! The oracle, once the faults stop and the index has caught up: for every row, the latest value
 //! of each column by timestamp (HBase's rules: a delete masks every older cell, whenever it
@@ -62,7 +66,6 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
 use serde_json::{Value, json};
 use util::broker::Broker;
-use util::tmpfs::Tmpfs;
 use util::{Server, TEST_API_KEY, cli, free_port, report_count, start_hbase_standin};
 
 const TABLE: &str = "user";
@@ -315,6 +318,51 @@ impl OpSource {
 
 /// The hbidx under test: started on a fixed address so that its clients keep their URL across
 /// restarts.
+/// The sidecar's data volume: crashfs with a capacity, so that it can both fill up and lose
+/// what wasn't fsynced. Strict: a name is durable only once its directory is synced. The data
+/// dir itself exists and is synced before the first start, as a volume a deployment mounts.
+struct Volume {
+    fs: Mutex<crashfs::CrashFs>,
+    data: PathBuf,
+}
+
+impl Volume {
+    fn mount(dir: &Path, size_mb: u64) -> Volume {
+        if let Err(reason) = crashfs::CrashFs::available() {
+            panic!("the chaos soak's data volume is crashfs, which can't mount here: {reason}");
+        }
+        std::fs::create_dir_all(dir).unwrap();
+        let fs = crashfs::CrashFs::mount_with_capacity(dir, crashfs::Mode::Strict, size_mb << 20)
+            .expect("crashfs mounts");
+        let data = dir.join("data");
+        std::fs::create_dir(&data).unwrap();
+        hbidx_store::durable::sync_dir(dir).unwrap();
+        Volume {
+            fs: Mutex::new(fs),
+            data,
+        }
+    }
+
+    /// Writes a filler file until the volume has no byte left.
+    fn fill(&self) {
+        util::tmpfs::fill(&self.data);
+    }
+
+    /// Removes the filler: the space is back.
+    fn free(&self) {
+        std::fs::remove_file(self.data.join("filler")).expect("filler removed");
+    }
+
+    /// Everything not fsynced is lost. The sidecar must be dead (and reaped).
+    fn power_cut(&self) {
+        self.fs
+            .lock()
+            .unwrap()
+            .crash()
+            .expect("the data volume crashes");
+    }
+}
+
 struct Sidecar {
     config: String,
     data: PathBuf,
@@ -828,9 +876,20 @@ fn run_lookups(shared: Arc<Shared>, seed: u64) {
 #[derive(Debug, Clone, Copy)]
 enum Fault {
     KillUnderLoad,
-    KillDuringReindex { at_swap: bool },
+    KillDuringReindex {
+        at_swap: bool,
+    },
     KillWhenIdle,
-    BrokerRestart { kill: bool },
+    /// A reindex from the store run to its end while the writers go on.
+    ReindexUnderWrites,
+    /// SIGKILL, then the data volume loses every write not yet fsynced, under write load or
+    /// during a reindex.
+    PowerCut {
+        during_reindex: bool,
+    },
+    BrokerRestart {
+        kill: bool,
+    },
     HbaseRestart,
     DiskFull,
 }
@@ -851,6 +910,10 @@ fn plan(rng: &mut ChaCha8Rng, kills: usize) -> Vec<Fault> {
         faults.push(Fault::BrokerRestart { kill: i % 2 == 1 });
         faults.push(Fault::HbaseRestart);
         faults.push(Fault::DiskFull);
+        faults.push(Fault::ReindexUnderWrites);
+        faults.push(Fault::PowerCut {
+            during_reindex: i % 2 == 1,
+        });
     }
     // CHAOS_ONLY=kill,reindex,idle,broker,hbase,disk keeps only those kinds (to find which
     // fault a failure needs).
@@ -860,6 +923,8 @@ fn plan(rng: &mut ChaCha8Rng, kills: usize) -> Vec<Fault> {
                 Fault::KillUnderLoad => "kill",
                 Fault::KillDuringReindex { .. } => "reindex",
                 Fault::KillWhenIdle => "idle",
+                Fault::ReindexUnderWrites => "reindex_done",
+                Fault::PowerCut { .. } => "power",
                 Fault::BrokerRestart { .. } => "broker",
                 Fault::HbaseRestart => "hbase",
                 Fault::DiskFull => "disk",
@@ -882,6 +947,10 @@ struct Report {
     broker_restarts: u64,
     hbase_restarts: u64,
     disk_full: u64,
+    /// Power cuts: (under write load, during a reindex).
+    power_cuts: (u64, u64),
+    /// Reindexes run to their end under writes: (succeeded, failed) by the job's state.
+    reindexes: (u64, u64),
 }
 
 fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
@@ -900,6 +969,26 @@ fn restart_sidecar(shared: &Shared) {
     shared.phase.store(Phase::Calm as u8, Ordering::Relaxed);
 }
 
+/// Starts a reindex from the store on the sidecar: the job's id, or `None` when it refused
+/// (another job running, or the sidecar down).
+fn start_reindex(client: &reqwest::blocking::Client, shared: &Shared) -> Option<u64> {
+    let started = client
+        .post(shared.sidecar.url(&format!("/v1/tables/{TABLE}/reindex")))
+        .json(&json!({"from": "store"}))
+        .send()
+        .and_then(|r| r.json::<Value>());
+    started.ok().and_then(|job| job["id"].as_u64())
+}
+
+/// The job's status as `GET /v1/jobs/{id}` answers it; null when the sidecar didn't answer.
+fn job_status(client: &reqwest::blocking::Client, shared: &Shared, id: u64) -> Value {
+    client
+        .get(shared.sidecar.url(&format!("/v1/jobs/{id}")))
+        .send()
+        .and_then(|r| r.json())
+        .unwrap_or(Value::Null)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn inject(
     fault: Fault,
@@ -908,7 +997,7 @@ fn inject(
     broker: &mut Broker,
     hbase: &mut Option<Server>,
     start_hbase: &dyn Fn() -> Server,
-    tmpfs: &Tmpfs,
+    volume: &Volume,
     report: &mut Report,
 ) {
     let client = util::client_with_timeout(Duration::from_secs(10));
@@ -920,12 +1009,7 @@ fn inject(
             restart_sidecar(shared);
         }
         Fault::KillDuringReindex { at_swap } => {
-            let started = client
-                .post(shared.sidecar.url(&format!("/v1/tables/{TABLE}/reindex")))
-                .json(&json!({"from": "store"}))
-                .send()
-                .and_then(|r| r.json::<Value>());
-            let Some(id) = started.ok().and_then(|job| job["id"].as_u64()) else {
+            let Some(id) = start_reindex(&client, shared) else {
                 // Another job still running (a verify) or the instance busy: a plain kill.
                 shared.sidecar.kill9();
                 *report.kills.entry("under write load".into()).or_default() += 1;
@@ -935,11 +1019,7 @@ fn inject(
             let deadline = Instant::now() + Duration::from_millis(rng.random_range(50..2000));
             let mut phase = String::from("?");
             loop {
-                let job: Value = client
-                    .get(shared.sidecar.url(&format!("/v1/jobs/{id}")))
-                    .send()
-                    .and_then(|r| r.json())
-                    .unwrap_or(Value::Null);
+                let job = job_status(&client, shared, id);
                 phase = job["phase"].as_str().unwrap_or(&phase).to_string();
                 let finished = job["state"].as_str().is_some_and(|s| s != "running");
                 if finished
@@ -970,6 +1050,48 @@ fn inject(
             shared.pause.store(false, Ordering::SeqCst);
             restart_sidecar(shared);
         }
+        Fault::PowerCut { during_reindex } => {
+            if during_reindex {
+                // Whatever phase the job is in after a moment.
+                let _ = start_reindex(&client, shared);
+                std::thread::sleep(Duration::from_millis(rng.random_range(50..1500)));
+                report.power_cuts.1 += 1;
+            } else {
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..1500)));
+                report.power_cuts.0 += 1;
+            }
+            shared.sidecar.kill9();
+            volume.power_cut();
+            restart_sidecar(shared);
+        }
+        Fault::ReindexUnderWrites => {
+            let Some(id) = start_reindex(&client, shared) else {
+                // Another job still running: nothing to do this time.
+                return;
+            };
+            let deadline = Instant::now() + Duration::from_secs(300);
+            loop {
+                let job = job_status(&client, shared, id);
+                match job["state"].as_str() {
+                    Some("succeeded") => {
+                        report.reindexes.0 += 1;
+                        break;
+                    }
+                    // A job may fail (HBase down meanwhile); what it must never do is lose a
+                    // write, which the oracle checks either way.
+                    Some("failed") => {
+                        report.reindexes.1 += 1;
+                        break;
+                    }
+                    _ => {}
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "reindex {id} still running: {job}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         Fault::BrokerRestart { kill } => {
             shared
                 .phase
@@ -994,9 +1116,9 @@ fn inject(
         }
         Fault::DiskFull => {
             shared.phase.store(Phase::DiskFull as u8, Ordering::Relaxed);
-            tmpfs.fill();
+            volume.fill();
             std::thread::sleep(Duration::from_millis(rng.random_range(2000..4000)));
-            tmpfs.free();
+            volume.free();
             shared.phase.store(Phase::Calm as u8, Ordering::Relaxed);
             report.disk_full += 1;
         }
@@ -1183,7 +1305,7 @@ fn wait_caught_up(sidecar: &Sidecar, client: &reqwest::blocking::Client) {
 }
 
 #[test]
-#[ignore = "needs root (a tmpfs) and tansu with SQLite storage: scripts/test.sh installs tansu and runs it"]
+#[ignore = "needs root and /dev/fuse (crashfs) and tansu with SQLite storage: scripts/test.sh installs tansu and runs it"]
 fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
     let seed: u64 = env_or(
         "CHAOS_SEED",
@@ -1228,10 +1350,10 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
     let parsed = hbidx_schema::parse_config(&config_text).unwrap();
     let codec = parsed.table(TABLE).unwrap().rowkey.clone();
 
-    let tmpfs = Tmpfs::mount(&dir.path().join("index-volume"), 64);
+    let volume = Volume::mount(&dir.path().join("index-volume"), 64);
     let sidecar = Arc::new(Sidecar {
         config: config.to_string_lossy().into_owned(),
-        data: tmpfs.dir.join("data"),
+        data: volume.data.clone(),
         listen: format!("127.0.0.1:{}", free_port()),
         server: Mutex::new(None),
         logs: Mutex::new(Vec::new()),
@@ -1287,6 +1409,8 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
         broker_restarts: 0,
         hbase_restarts: 0,
         disk_full: 0,
+        power_cuts: (0, 0),
+        reindexes: (0, 0),
     };
     for (i, fault) in faults.iter().enumerate() {
         std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
@@ -1304,7 +1428,7 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
             &mut broker,
             &mut hbase,
             &start_hbase,
-            &tmpfs,
+            &volume,
             &mut report,
         );
     }
@@ -1363,7 +1487,7 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
         .collect();
 
     println!(
-        "chaos: {:.0} s, seed {seed}; faults: kill -9 ×{} ({}), reindex phase at kill: {}; broker restarts ×{}, HBase restarts ×{}, disk full ×{}",
+        "chaos: {:.0} s, seed {seed}; faults: kill -9 ×{} ({}), reindex phase at kill: {}; reindexes under writes ×{} ({} failed); power cuts ×{} under load, ×{} during a reindex; broker restarts ×{}, HBase restarts ×{}, disk full ×{}",
         started.elapsed().as_secs_f64(),
         report.kills.values().sum::<u64>(),
         report
@@ -1378,6 +1502,10 @@ fn faults_in_a_row_lose_nothing_and_leave_no_ghosts() {
             .map(|(k, n)| format!("{k} ×{n}"))
             .collect::<Vec<_>>()
             .join(", "),
+        report.reindexes.0 + report.reindexes.1,
+        report.reindexes.1,
+        report.power_cuts.0,
+        report.power_cuts.1,
         report.broker_restarts,
         report.hbase_restarts,
         report.disk_full,

@@ -40,7 +40,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use crate::checkpoint::Checkpoint;
 use crate::error::{IndexerError, Result};
 use crate::formats::{Decoded, EventFormat, ProxyDecoded, decode_json, decode_proxy, proxy_rowkey};
-use crate::source::{PartitionReport, Source};
+use crate::source::{CommitBarrier, PartitionReport, Source};
 
 pub use hbidx_schema::config::{KafkaSourceConfig, StartPolicy};
 
@@ -120,6 +120,16 @@ pub struct DeadLetterFile {
     file: Option<File>,
     /// Bytes in the current file.
     len: u64,
+    /// What [`DeadLetterFile::barrier`] syncs, shared with the indexer thread.
+    unsynced: Arc<Mutex<Unsynced>>,
+}
+
+/// Dead letters written since the last sync: the current file (a second handle on it) when it
+/// has unsynced lines, and the directory when a file was created or renamed in it.
+#[derive(Debug, Default)]
+struct Unsynced {
+    file: Option<File>,
+    dir: Option<PathBuf>,
 }
 
 impl DeadLetterFile {
@@ -130,11 +140,30 @@ impl DeadLetterFile {
             max_bytes,
             file: None,
             len: 0,
+            unsynced: Arc::default(),
         }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes every dead letter written so far durable: the source's commit barrier, so that no
+    /// index commit moves the checkpoint past an event whose dead letter a power cut could
+    /// still take. A no-op when nothing was written since the last call.
+    pub fn barrier(&self) -> impl Fn() -> std::io::Result<()> + Send + Sync + 'static {
+        let unsynced = self.unsynced.clone();
+        move || {
+            let mut unsynced = lock(&unsynced);
+            if let Some(file) = &unsynced.file {
+                file.sync_data()?;
+            }
+            if let Some(dir) = &unsynced.dir {
+                File::open(dir)?.sync_all()?;
+            }
+            *unsynced = Unsynced::default();
+            Ok(())
+        }
     }
 
     /// Where the current file goes when it is full.
@@ -151,7 +180,18 @@ impl DeadLetterFile {
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let file = options.open(&self.path)?;
+        // The mode given above applies only to a file this creates: one left by an older
+        // version, or restored from a backup, is made private too.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
         self.len = file.metadata()?.len();
+        let mut unsynced = lock(&self.unsynced);
+        unsynced.file = None;
+        unsynced.dir = self.path.parent().map(Path::to_path_buf);
+        drop(unsynced);
         self.file = Some(file);
         Ok(())
     }
@@ -185,17 +225,25 @@ impl DeadLetterFile {
         file.write_all(&line)?;
         file.flush()?;
         self.len += line.len() as u64;
+        let mut unsynced = lock(&self.unsynced);
+        if unsynced.file.is_none() {
+            unsynced.file = Some(file.try_clone()?);
+        }
         Ok(())
     }
 }
 
 /// Creates `dir` (and its parents) readable by this user only, where this creates it.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
+    // Durably: a dead letter synced into a directory whose name a power cut takes is lost.
+    hbidx_store::durable::create_dir_all(dir, Some(0o700))?;
+    // As for the files: an existing directory is made private too.
     #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// Lines in the file at `path` (0 when there is none).
@@ -841,6 +889,19 @@ impl Source for KafkaSource {
         {
             tracing::debug!(source = %self.name, error = %err, "offset hint commit failed");
         }
+    }
+
+    /// Dead letters are synced before each index commit: the commit moves the checkpoint
+    /// past their events, which are then never read again.
+    fn commit_barrier(&self) -> Option<CommitBarrier> {
+        let sync = self.dead_letters.barrier();
+        let name = self.name.clone();
+        Some(Arc::new(move || {
+            sync().map_err(|err| IndexerError::Source {
+                source_name: name.clone(),
+                reason: format!("syncing the dead-letter file: {err}"),
+            })
+        }))
     }
 
     fn report(&mut self) -> Vec<PartitionReport> {

@@ -16,7 +16,7 @@
 //! - sources: [`Source`] and its kinds, [`Prefetch`], [`KafkaSource`], [`DeadLetterFile`],
 //!   [`ReplayTargets`]; event formats: [`decode_json`], [`decode_proxy`] and their encoders,
 //!   [`proxy_rowkey`] (a Kafka Proxy event's rowkey without decoding it);
-//! - write-through: [`KafkaPublisher`];
+//! - write-through: [`KafkaPublisher`]; what a reindex records of the repair queue: [`Recorded`];
 //! - drift: [`diff_row`], [`kept_columns`], [`Drift`], [`DriftKind`].
 
 mod analysis;
@@ -54,6 +54,7 @@ pub use pipeline::{
 };
 pub use prefetch::Prefetch;
 pub use publisher::KafkaPublisher;
+pub use repair_queue::{RECORDING_CAPACITY, Recorded};
 pub use source::{
     ApplyToStore, CHANGE_FEED, ChangeFeedSource, CommitBarrier, IdleSource, PartitionReport,
     Source, Waker,

@@ -31,7 +31,22 @@ pub struct RepairQueue {
     pub applied: AtomicU64,
     /// The ticket of the last mutation covered by an index commit.
     committed_ticket: tokio::sync::watch::Sender<u64>,
+    /// A copy of every accepted mutation while a reindex records them ([`RepairQueue::record`]).
+    recording: Mutex<Option<Recorded>>,
 }
+
+/// What a reindex recorded: the mutations the live indexer took from this queue while the
+/// shadow index was built, which the shadow must also have before it replaces the live index.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub mutations: Vec<Mutation>,
+    /// Accepted past [`RECORDING_CAPACITY`] and not kept: the reindex can't be exact.
+    pub overflowed: u64,
+}
+
+/// Mutations one recording keeps: a few hundred MB at most, for a reindex during which this
+/// instance took a million writes or repairs.
+pub const RECORDING_CAPACITY: usize = 1_000_000;
 
 impl std::fmt::Debug for RepairQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,7 +84,28 @@ impl RepairQueue {
             dropped: AtomicU64::new(0),
             applied: AtomicU64::new(0),
             committed_ticket: tokio::sync::watch::Sender::new(0),
+            recording: Mutex::new(None),
         }
+    }
+
+    /// Starts keeping a copy of every mutation accepted from now on, until
+    /// [`RepairQueue::take_recorded`]. A reindex from the store records while it scans: its
+    /// shadow doesn't see what the live indexer applies from this queue meanwhile (writes to
+    /// HBase through this instance, repairs), and no source can replay those.
+    pub fn record(&self) {
+        *self
+            .recording
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Recorded::default());
+    }
+
+    /// Stops recording and returns what was recorded (empty when nothing recorded).
+    pub fn take_recorded(&self) -> Recorded {
+        self.recording
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -91,6 +127,21 @@ impl RepairQueue {
         if pending.mutations.len() >= self.capacity {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return None;
+        }
+        {
+            // Under the queue's lock: a mutation accepted is recorded before the indexer can
+            // take it, so a recording stopped after the indexer stopped holds all it applied.
+            let mut recording = self
+                .recording
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(recorded) = recording.as_mut() {
+                if recorded.mutations.len() < RECORDING_CAPACITY {
+                    recorded.mutations.push(mutation.clone());
+                } else {
+                    recorded.overflowed += 1;
+                }
+            }
         }
         pending.mutations.push(mutation);
         pending.last_ticket += 1;
@@ -179,5 +230,27 @@ mod tests {
         queue.mark_committed(1);
         assert_eq!(*committed.borrow(), 2);
         assert_eq!(wakes.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_recording_keeps_what_was_accepted_while_it_ran() {
+        let queue = RepairQueue::with_capacity(2);
+        let m = |ts| Mutation {
+            table: "user".into(),
+            rowkey: b"k".to_vec(),
+            ops: vec![CellOp::DeleteRow { ts }],
+        };
+        assert!(queue.push(m(1)));
+        queue.record();
+        assert!(queue.push(m(2)));
+        assert!(!queue.push(m(3)), "the queue is full");
+        let (drained, _) = queue.drain();
+        assert_eq!(drained, vec![m(1), m(2)]);
+        assert!(queue.push(m(4)));
+        let recorded = queue.take_recorded();
+        assert_eq!(recorded.mutations, vec![m(2), m(4)]);
+        assert_eq!(recorded.overflowed, 0);
+        assert!(queue.push(m(5)));
+        assert!(queue.take_recorded().mutations.is_empty());
     }
 }

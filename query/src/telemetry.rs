@@ -231,6 +231,12 @@ pub const CATALOGUE: &[MetricDoc] = &[
         "Undecodable events written to the dead-letter file.",
     ),
     doc(
+        "hbidx_index_rebuilt_total",
+        Counter,
+        "table, reason",
+        "Indexes rebuilt from the embedded store at start because they could not resume from their checkpoint (`feed_mismatch`: the checkpoint is ahead of the store's change feed, or behind what the feed has trimmed). The store is the truth; the error log line says which. Alert on any increase.",
+    ),
+    doc(
         "hbidx_source_retention_lost_events_total",
         Counter,
         "table, source",

@@ -11,6 +11,7 @@
 //! - [`serve_auth`]: the API keys a server starts with.
 
 mod http;
+pub mod index_dirs;
 mod keys;
 mod reindex;
 mod server;

@@ -1,5 +1,5 @@
 //! Reindexing inside the serving process (`POST /v1/tables/{table}/reindex`), from the table's
-//! Kafka topic or from a scan of the table itself.
+//! Kafka topic or from a scan of the table itself, while writes go on.
 //!
 //! 1. **Build.** A shadow index is built in `index/<table>.reindex/`. Lookups and the live
 //!    indexer carry on meanwhile.
@@ -14,43 +14,76 @@
 //!      resumes from the checkpoint, nothing is lost, and events it re-applies merge
 //!      idempotently. The shadow's live row count must equal the rows scanned, or the job fails
 //!      and nothing is swapped.
-//! 2. **Swap.** The shadow's final commit is marked `READY`; the live indexer stops (final
-//!    commit); `index/<table>` becomes `index/<table>.old` and the shadow becomes
-//!    `index/<table>`; the index is reopened there, every searcher of the table adopts it in one
-//!    step, and a new live indexer resumes the topic from the shadow's own checkpoint (so the
-//!    events that arrived during the replay are indexed too). `.old` is then removed.
+//! 2. **Swap.** The live indexer stops (final commit); what it took from the repair queue during
+//!    the build goes into the shadow too (below); the shadow replaces the live index durably
+//!    (`index_dirs.rs`); every searcher of the table adopts it in one step, and a new live
+//!    indexer resumes the source from the shadow's own checkpoint (so the events that arrived
+//!    during the build are indexed too).
+//!
+//! # Writes during the build
+//!
+//! Every write acknowledged during the job must be in the new index, with no repair run by
+//! hand. Two things would otherwise lose some ([`Keep`]):
+//!
+//! - **The change feed's trims.** The live indexer trims the feed up to each checkpoint it
+//!   commits, so by the swap the events after the shadow's start checkpoint would be gone, and
+//!   the rows they changed after the scan passed them with them. The job holds the feed
+//!   ([`hbidx_store::FeedHold`]) instead of having the shadow replay what the live indexer
+//!   applied: the feed is already the durable, ordered log of exactly those events, the new
+//!   live indexer already resumes from the start checkpoint, and a hold costs only the events
+//!   written during one job, kept on disk a little longer. Kafka keeps its events by retention.
+//! - **The repair queue.** Writes to HBase through this instance, and repairs, reach the live
+//!   index through the repair queue, which no source replays (with no topic there is no
+//!   source at all). The job records what the queue accepts from the start of the build, and
+//!   applies it to the shadow once the live indexer has stopped, before the swap. Each is a
+//!   merge by cell timestamp, so one the scan already saw changes nothing.
 //!
 //! Lookups never stop: until the adopt they read the old index (its files stay mapped), after
-//! it the new one. A crash mid-swap is finished at the next start (`server::recover_index_dir`):
-//! a `READY` shadow with no live index moves into place; leftovers are removed.
+//! it the new one. A crash at any point of the swap leaves one whole index
+//! (`index_dirs::recover` at the next start).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
-use hbidx_indexer::{Checkpoint, IndexerHandle, WriterOptions};
+use hbidx_indexer::{
+    CHANGE_FEED, Checkpoint, IndexerHandle, IndexerStats, TableIndexWriter, WriterOptions,
+};
 use hbidx_indexer::{DeadLetterFile, KafkaSource, ReplayTargets};
 use hbidx_query::Reindexer;
 use hbidx_query::SharedState;
 
+use crate::index_dirs::{self, shadow_dir};
 use crate::server::{Indexers, Wiring};
 
-/// Marker file: the shadow index is complete and committed.
-pub const READY: &str = "READY";
-
-pub fn shadow_dir(index_dir: &Path) -> PathBuf {
-    with_suffix(index_dir, ".reindex")
+/// What a reindex keeps from being let go while its shadow is built: the change feed's events
+/// (a hold on trims) and a record of the repair queue (see the module docs). Dropped, both end.
+struct Keep {
+    hold: Option<hbidx_store::FeedHold>,
+    stats: Arc<IndexerStats>,
 }
 
-pub fn old_dir(index_dir: &Path) -> PathBuf {
-    with_suffix(index_dir, ".old")
+impl Keep {
+    fn start(wiring: &Wiring, stats: Arc<IndexerStats>, table: &str) -> Result<Keep> {
+        stats.repairs.record();
+        let hold = match &wiring.embedded {
+            Some(store) if wiring.kafka_for(table).is_none() => Some(
+                store
+                    .hold_feed(table)
+                    .with_context(|| format!("holding the change feed of {table}"))?,
+            ),
+            _ => None,
+        };
+        Ok(Keep { hold, stats })
+    }
 }
 
-fn with_suffix(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    dir.with_file_name(name)
+impl Drop for Keep {
+    fn drop(&mut self) {
+        // A job that failed before its swap: stop recording.
+        drop(self.stats.repairs.take_recorded());
+    }
 }
 
 pub struct TableReindexer {
@@ -126,6 +159,7 @@ async fn run(
         .clone();
     let live_dir = wiring.index_dir(table_name);
     let shadow = shadow_dir(&live_dir);
+    let keep = Keep::start(wiring, runtime.stats.clone(), table_name)?;
 
     // 1. Replay into the shadow.
     state.jobs.update(job, |j| j.phase = "replaying".into());
@@ -181,26 +215,31 @@ async fn run(
     }
 
     // 2. Swap.
-    let shadow_done = move || shadow_handle.shutdown();
-    swap(state, wiring, indexers, table_name, job, shadow_done).await
+    let options = wiring.writer_options.clone();
+    let shadow_done = move || {
+        shadow_handle.shutdown();
+        Ok(hbidx_indexer::open_table_index(&shadow, table, &options)?.0)
+    };
+    swap(state, wiring, indexers, table_name, job, shadow_done, keep).await
 }
 
-/// Marks the shadow ready, stops the live indexer, renames directories, has every searcher
-/// adopt the new index and starts the new live indexer on the shadow's checkpoint.
-/// `finish_shadow` runs first, on a blocking thread: it must leave the shadow committed and its
-/// writer closed.
+/// Stops the live indexer, applies what it took from the repair queue during the build to the
+/// shadow, replaces the live index with the shadow durably, has every searcher adopt the new
+/// index and starts the new live indexer on the shadow's checkpoint. `finish_shadow` runs first,
+/// on a blocking thread: it returns the shadow's writer with everything of the build
+/// committed. `keep` ends once the new live indexer runs.
 async fn swap(
     state: &SharedState,
     wiring: &Arc<Wiring>,
     indexers: &Indexers,
     table_name: &str,
     job: u64,
-    finish_shadow: impl FnOnce() + Send + 'static,
+    finish_shadow: impl FnOnce() -> Result<TableIndexWriter> + Send + 'static,
+    keep: Keep,
 ) -> Result<()> {
     let runtime = table_runtime(state, table_name)?;
     let table = runtime.config.clone();
     let live_dir = wiring.index_dir(table_name);
-    let shadow = shadow_dir(&live_dir);
     state.jobs.update(job, |j| j.phase = "swapping".into());
     let live = indexers
         .lock()
@@ -208,48 +247,75 @@ async fn swap(
         .remove(table_name)
         .ok_or_else(|| anyhow!("table {table_name} has no live indexer"))?;
     let wiring = wiring.clone();
-    let table_for_swap = table.clone();
-    let swapped = tokio::task::spawn_blocking(move || -> Result<IndexerHandle> {
-        finish_shadow();
-        std::fs::write(shadow.join(READY), b"")
-            .with_context(|| format!("marking {} ready", shadow.display()))?;
+    let name = table_name.to_string();
+    // The indexer that runs on the table afterwards (the new one, or the old one resumed when
+    // the swap failed before the new index moved in), and the swap's error.
+    let (handle, result) = tokio::task::spawn_blocking(move || {
         let (publish, stats) = live.channel();
+        let shadow = finish_shadow();
         live.shutdown();
-        let old = old_dir(&live_dir);
-        if old.exists() {
-            std::fs::remove_dir_all(&old)?;
+        // Every mutation the live indexer took from the queue was recorded when accepted; the
+        // ones accepted from now on stay queued for the new live indexer.
+        let recorded = stats.repairs.take_recorded();
+        let moved_in = std::cell::Cell::new(false);
+        let replaced = shadow.and_then(|mut writer| {
+            if recorded.overflowed > 0 {
+                return Err(anyhow!(
+                    "{} writes and repairs reached the live index during the reindex, more than the {} a reindex keeps; the live index is unchanged: run the reindex again when writes are fewer",
+                    recorded.mutations.len() as u64 + recorded.overflowed,
+                    hbidx_indexer::RECORDING_CAPACITY
+                ));
+            }
+            for mutation in &recorded.mutations {
+                writer.apply_repair(mutation)?;
+            }
+            writer.commit()?;
+            writer.finish()?;
+            tracing::info!(table = %name, mutations = recorded.mutations.len(), "applied the writes and repairs taken during the reindex to the new index");
+            index_dirs::swap(&live_dir, |step| {
+                moved_in.set(step >= index_dirs::SwapStep::MovedIn);
+                true
+            })
+        });
+        if replaced.is_err() && !moved_in.get() {
+            // The live index is whole: its indexer resumes on it.
+            let _ = std::fs::remove_dir_all(shadow_dir(&live_dir));
         }
-        std::fs::rename(&live_dir, &old)
-            .with_context(|| format!("moving {} aside", live_dir.display()))?;
-        std::fs::rename(&shadow, &live_dir)
-            .with_context(|| format!("moving the shadow into {}", live_dir.display()))?;
-        let _ = std::fs::remove_file(live_dir.join(READY));
-        let (writer, searcher) = hbidx_indexer::open_table_index(
-            &live_dir,
-            table_for_swap.clone(),
-            &wiring.writer_options,
-        )?;
-        runtime.searcher.adopt(&searcher);
-        let source = wiring.live_source(&table_for_swap)?;
-        let handle =
-            hbidx_indexer::spawn_with(writer, source, wiring.policy.clone(), publish, stats)?;
-        if let Err(err) = std::fs::remove_dir_all(&old) {
-            tracing::warn!(dir = %old.display(), error = %err, "could not remove the old index");
+        let restarted = (|| -> Result<IndexerHandle> {
+            let (writer, searcher) =
+                hbidx_indexer::open_table_index(&live_dir, table.clone(), &wiring.writer_options)?;
+            runtime.searcher.adopt(&searcher);
+            let source = wiring.live_source(&table)?;
+            Ok(hbidx_indexer::spawn_with(
+                writer,
+                source,
+                wiring.policy.clone(),
+                publish,
+                stats,
+            )?)
+        })();
+        match (restarted, replaced) {
+            (Ok(handle), replaced) => (Some(handle), replaced),
+            (Err(err), Ok(())) => (None, Err(err)),
+            (Err(err), Err(first)) => (None, Err(first.context(format!("{err:#}")))),
         }
-        Ok(handle)
     })
     .await?;
-    match swapped {
-        Ok(handle) => {
+    drop(keep);
+    match handle {
+        Some(handle) => {
             indexers
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(table_name.to_string(), handle);
-            Ok(())
+            result.context("the swap failed; the table's indexer resumed on the old index")
         }
-        // The live indexer is stopped at this point; a restart of the process recovers the
-        // directories (server::recover_index_dir) and resumes indexing.
-        Err(err) => Err(err.context("swap failed; restart hbidx to recover the index directory")),
+        // No live indexer runs at this point; a restart of the process recovers the
+        // directories (index_dirs::recover) and resumes indexing.
+        None => Err(result
+            .err()
+            .unwrap_or_else(|| anyhow!("no live indexer"))
+            .context("swap failed; restart hbidx to recover the index directory")),
     }
 }
 
@@ -274,8 +340,17 @@ async fn run_store(
     let runtime = table_runtime(state, table_name)?;
     let table = runtime.config.clone();
     let shadow = shadow_dir(&wiring.index_dir(table_name));
-    // Taken before the first row is read: see the module docs.
-    let start_checkpoint = runtime.indexed.borrow().clone();
+    let keep = Keep::start(wiring, runtime.stats.clone(), table_name)?;
+    // Taken before the first row is read: see the module docs. Events at or below the feed's
+    // floor are gone from it, and their rows are what the scan reads; the ones above are all
+    // still there, and the hold keeps them until the new live indexer has taken over.
+    let mut start_checkpoint = runtime.indexed.borrow().clone();
+    if let Some(hold) = &keep.hold {
+        let floor = hold.floor();
+        if start_checkpoint.position(CHANGE_FEED, 0).unwrap_or(0) < floor {
+            start_checkpoint.advance(CHANGE_FEED, 0, floor);
+        }
+    }
     let estimate = runtime.searcher.stats().rows;
     state.jobs.update(job, |j| {
         j.phase = "scanning".into();
@@ -292,7 +367,7 @@ async fn run_store(
     let live_searcher = runtime.searcher.clone();
     let own = own_range.clone();
     let scan_rows = wiring.scan_rows;
-    tokio::task::spawn_blocking(move || -> Result<()> {
+    let writer = tokio::task::spawn_blocking(move || -> Result<TableIndexWriter> {
         if shadow.exists() {
             std::fs::remove_dir_all(&shadow)
                 .with_context(|| format!("removing an old {}", shadow.display()))?;
@@ -396,15 +471,20 @@ async fn run_store(
         })?;
         writer.commit()?;
         tracing::info!(table = %name, rows = copied, "copied the live index's deletes into the new index");
-        // Merges the shadow's merge policy started must end before the directory is renamed
-        // under them: dropped, the writer would leave them running, to fail on the moved
-        // directory and leave the new live index with all their segments to compact again.
-        writer.finish()?;
         jobs_state.jobs.update(job, |j| j.total = scanned);
-        Ok(())
+        Ok(writer)
     })
     .await??;
-    swap(state, wiring, indexers, table_name, job, || {}).await
+    swap(
+        state,
+        wiring,
+        indexers,
+        table_name,
+        job,
+        move || Ok(writer),
+        keep,
+    )
+    .await
 }
 
 /// Rows a scan applies between two commits: bounds the documents queued for tantivy's indexing
@@ -416,28 +496,26 @@ async fn run_store(
 /// (24k-26k against 32k-34k rows/s at 200k, in separate runs).
 const REBUILD_COMMIT_ROWS: usize = 50_000;
 
-/// Rebuilds, at start, a table index that can't be opened because it was built for another
-/// schema (the table's fields changed, or an older hbidx wrote another document layout), from
-/// the embedded store's rows. It is a store reindex with no live indexer to stop yet: the shadow
-/// starts at the old index's committed checkpoint, every row with indexed values is merged in,
-/// the count check gates the swap, and the live indexer then resumes its source from that
-/// checkpoint (events after it are re-applied, idempotently). A crash part-way leaves a shadow
-/// without `READY`, which the next start removes before rebuilding again; a crash between the
-/// renames is finished by `server::recover_index_dir`.
-pub fn rebuild_outdated(
+/// Rebuilds, at start, a table's index from the embedded store's rows: one built for another
+/// schema (the table's fields changed, or an older hbidx wrote another document layout), or one
+/// that can't resume from its checkpoint (`server::feed_mismatch`). It is a store reindex with
+/// no live indexer to stop yet: the shadow starts at `checkpoint`, every row with indexed
+/// values is merged in, the count check gates the swap, and the live indexer then resumes its
+/// source from that checkpoint (events after it are re-applied, idempotently). A crash
+/// part-way leaves a shadow without `READY`, which the next start removes before rebuilding
+/// again; a crash during the swap is finished by `index_dirs::recover`.
+pub fn rebuild_from_store(
     index_dir: &Path,
     table: &Arc<hbidx_schema::config::TableConfig>,
     store: &hbidx_store::EmbeddedStore,
     options: &WriterOptions,
+    checkpoint: Checkpoint,
 ) -> Result<()> {
-    let checkpoint = hbidx_indexer::committed_checkpoint(index_dir)
-        .with_context(|| format!("reading the checkpoint of {}", index_dir.display()))?;
     let shadow = shadow_dir(index_dir);
     if shadow.exists() {
         std::fs::remove_dir_all(&shadow)
             .with_context(|| format!("removing an old {}", shadow.display()))?;
     }
-    tracing::warn!(table = %table.name, dir = %index_dir.display(), "the index was built for another schema; rebuilding it from the store");
     let started = Instant::now();
     let (mut writer, searcher) = hbidx_indexer::open_table_index(&shadow, table.clone(), options)?;
     writer.seed_checkpoint(checkpoint);
@@ -472,19 +550,7 @@ pub fn rebuild_outdated(
             "count check failed: scanned {scanned} rows with indexed values but the rebuilt index has {indexed}; the old index is left in place"
         ));
     }
-    std::fs::write(shadow.join(READY), b"")
-        .with_context(|| format!("marking {} ready", shadow.display()))?;
-    let old = old_dir(index_dir);
-    if old.exists() {
-        std::fs::remove_dir_all(&old)?;
-    }
-    std::fs::rename(index_dir, &old)
-        .with_context(|| format!("moving {} aside", index_dir.display()))?;
-    std::fs::rename(&shadow, index_dir)
-        .with_context(|| format!("moving the rebuilt index into {}", index_dir.display()))?;
-    std::fs::remove_file(index_dir.join(READY))
-        .with_context(|| format!("removing the {READY} marker in {}", index_dir.display()))?;
-    std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+    index_dirs::swap(index_dir, |_| true)?;
     tracing::info!(table = %table.name, rows = scanned, ms = started.elapsed().as_millis() as u64, "rebuilt the index from the store");
     Ok(())
 }

@@ -120,23 +120,46 @@ impl Wiring {
     }
 }
 
-/// Finishes or cleans up a reindex swap that a crash interrupted (see `reindex.rs`): a complete
-/// shadow replaces a missing live index; anything else left over is removed.
-fn recover_index_dir(index_dir: &Path) -> Result<()> {
-    let shadow = crate::reindex::shadow_dir(index_dir);
-    let old = crate::reindex::old_dir(index_dir);
-    if !index_dir.exists() && shadow.join(crate::reindex::READY).exists() {
-        tracing::warn!(dir = %index_dir.display(), "finishing an interrupted reindex swap");
-        std::fs::rename(&shadow, index_dir)
-            .with_context(|| format!("moving {} into place", shadow.display()))?;
-    }
-    for leftover in [shadow, old] {
-        if leftover.exists() {
-            std::fs::remove_dir_all(&leftover)
-                .with_context(|| format!("removing {}", leftover.display()))?;
-        }
-    }
-    Ok(())
+/// Where the index of a change-feed table stands against the store's feed, checked at open,
+/// before the indexer resumes: `Some(reason)` when the index can't resume from its checkpoint.
+///
+/// - **Ahead of the store**: the checkpoint covers offsets the store doesn't have. The index
+///   commits only after the store's journal is synced (the change feed's commit barrier), so
+///   this takes a lost or restored-from-older-backup store, or a filesystem that lied about a
+///   sync. New writes would get offsets the index believes it has applied, and never be
+///   indexed; and the index may hold rows the store lost.
+/// - **Behind the feed's floor**: events after the checkpoint were trimmed, so they can't be
+///   replayed; the rows they changed would stay stale in the index.
+///
+/// Either way the index is rebuilt from the store's rows (the store is the truth), logged as
+/// an error and counted (`hbidx_index_rebuilt_total{reason}`).
+fn feed_mismatch(index_dir: &Path, table: &str, store: &EmbeddedStore) -> Result<Option<String>> {
+    // No index at all counts as offset 0: a new one replays the feed from its start, which is
+    // only whole while nothing was trimmed.
+    let at = if index_dir.join("meta.json").exists() {
+        let Ok(checkpoint) = hbidx_indexer::committed_checkpoint(index_dir) else {
+            // Not readable with this schema: `open_or_rebuild_index` rebuilds it anyway.
+            return Ok(None);
+        };
+        checkpoint
+            .position(hbidx_indexer::CHANGE_FEED, 0)
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let last = store.last_offset(table);
+    let floor = store.feed_floor(table)?;
+    Ok(if at > last {
+        Some(format!(
+            "the index's checkpoint (change feed offset {at}) is ahead of the store's last offset {last}"
+        ))
+    } else if at < floor {
+        Some(format!(
+            "the change feed was trimmed to offset {floor}, past the index's checkpoint {at}: the events between are gone"
+        ))
+    } else {
+        None
+    })
 }
 
 /// Opens a table's index. One built for another schema (the table's fields changed, or an
@@ -164,7 +187,10 @@ fn open_or_rebuild_index(
             table = table.name,
         );
     };
-    crate::reindex::rebuild_outdated(index_dir, table, store, options)
+    tracing::warn!(table = %table.name, dir = %index_dir.display(), "the index was built for another schema; rebuilding it from the store");
+    let checkpoint = hbidx_indexer::committed_checkpoint(index_dir)
+        .with_context(|| format!("reading the checkpoint of {}", index_dir.display()))?;
+    crate::reindex::rebuild_from_store(index_dir, table, store, options, checkpoint)
         .with_context(|| format!("rebuilding {} from the store", index_dir.display()))?;
     Ok(hbidx_indexer::open_table_index(
         index_dir,
@@ -240,8 +266,11 @@ pub fn open_rows(config: &HbidxConfig, data_dir: &Path) -> Result<OpenedRows> {
         .store
         .clone()
     {
-        StoreConfig::Embedded => {
+        StoreConfig::Embedded(_) => {
             let store_dir = data_dir.join("store");
+            // fjall syncs what it writes inside its directory, not the directory's own name.
+            hbidx_store::durable::create_dir_all(&store_dir, None)
+                .with_context(|| format!("creating {}", store_dir.display()))?;
             let store = Arc::new(
                 EmbeddedStore::open_tables(&store_dir, &table_specs, store_options(config))
                     .with_context(|| format!("opening the row store in {}", store_dir.display()))?,
@@ -296,7 +325,7 @@ pub fn open_with_rows(
         cluster: config.cluster.clone(),
         scan_rows: match &config.store {
             hbidx_schema::config::StoreConfig::Hbase(hbase) => hbase.scan_caching as usize,
-            hbidx_schema::config::StoreConfig::Embedded => {
+            hbidx_schema::config::StoreConfig::Embedded(_) => {
                 hbidx_schema::config::DEFAULT_SCAN_CACHING as usize
             }
         },
@@ -306,7 +335,28 @@ pub fn open_with_rows(
     for table in &config.tables {
         let table = Arc::new(table.clone());
         let index_dir = wiring.index_dir(&table.name);
-        recover_index_dir(&index_dir)?;
+        crate::index_dirs::recover(&index_dir)?;
+        if let Some(store) = embedded.as_deref()
+            && wiring.kafka_for(&table.name).is_none()
+            && let Some(reason) = feed_mismatch(&index_dir, &table.name, store)?
+        {
+            tracing::error!(table = %table.name, %reason, "the index can't resume from its checkpoint: rebuilding it from the store");
+            metrics::counter!("hbidx_index_rebuilt_total", "table" => table.name.clone(), "reason" => "feed_mismatch").increment(1);
+            let mut checkpoint = hbidx_indexer::Checkpoint::default();
+            checkpoint.advance(
+                hbidx_indexer::CHANGE_FEED,
+                0,
+                store.last_offset(&table.name),
+            );
+            crate::reindex::rebuild_from_store(
+                &index_dir,
+                &table,
+                store,
+                &writer_options,
+                checkpoint,
+            )
+            .with_context(|| format!("rebuilding {} from the store", index_dir.display()))?;
+        }
         let (writer, searcher) =
             open_or_rebuild_index(&index_dir, &table, embedded.as_deref(), &writer_options)
                 .with_context(|| format!("opening the index of table \"{}\"", table.name))?;
@@ -392,11 +442,17 @@ pub fn open_with_rows(
 fn store_options(config: &HbidxConfig) -> hbidx_store::EmbeddedStoreOptions {
     let memory = &config.memory;
     let tables = config.tables.len();
+    let sync = matches!(
+        config.store,
+        StoreConfig::Embedded(hbidx_schema::config::EmbeddedConfig {
+            durability: hbidx_schema::config::Durability::FsyncWal
+        })
+    );
     hbidx_store::EmbeddedStoreOptions {
+        sync,
         cache_bytes: memory.bytes(MemoryPart::StoreCache),
         row_cache_bytes: memory.per_table(MemoryPart::RowCache, tables),
         memtable_bytes: memory.bytes(MemoryPart::StoreMemtables),
-        ..Default::default()
     }
 }
 
@@ -721,7 +777,7 @@ mod tests {
             "{err}"
         );
         assert_eq!(listing(&index_dir), before, "the old index was touched");
-        assert!(!crate::reindex::shadow_dir(&index_dir).exists());
+        assert!(!crate::index_dirs::shadow_dir(&index_dir).exists());
     }
 
     /// `[memory] rowkey_cache_mb` is the total: each served table's searcher gets its share.

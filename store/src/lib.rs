@@ -23,6 +23,7 @@
 mod api;
 mod breaker;
 mod clock;
+pub mod durable;
 mod embedded;
 mod error;
 mod hbase;
@@ -37,7 +38,7 @@ pub use api::{Cell, Row, RowStore, ScanBatch, ScanRequest, WriteReceipt};
 pub use breaker::BreakerState;
 pub use clock::now_ms;
 pub use embedded::{
-    EmbeddedStore, EmbeddedStoreOptions, StoreMemory, TableInfo, TableOrigin, TableSpec,
+    EmbeddedStore, EmbeddedStoreOptions, FeedHold, StoreMemory, TableInfo, TableOrigin, TableSpec,
 };
 pub use error::{Result, StoreError, is_storage_full, is_storage_full_io};
 pub use hbase::HbaseStore;

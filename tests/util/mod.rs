@@ -7,6 +7,7 @@ pub mod broker;
 pub mod browser;
 pub mod kafka;
 pub mod tmpfs;
+pub mod writes;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -379,6 +380,26 @@ pub fn cli(args: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&output.stderr)
     );
     (output.status.code().unwrap_or(-1), text)
+}
+
+/// `hbidx [--config FILE] verify user --full` inside the server at `base`: exit 0 and no drift
+/// of any kind. Returns the report.
+pub fn assert_no_drift(base: &str, config: Option<&str>) -> String {
+    let mut args = Vec::new();
+    if let Some(config) = config {
+        args.extend(["--config", config]);
+    }
+    args.extend(["verify", "user", "--full", "--server", base]);
+    let (code, report) = cli(&args);
+    assert_eq!(code, 0, "{report}");
+    for label in [
+        "missing from the index",
+        "ghosts in the index",
+        "value mismatches",
+    ] {
+        assert_eq!(report_count(&report, label), 0, "{label}: {report}");
+    }
+    report
 }
 
 /// The number at the end of the drift report line starting with `label` (`hbidx verify`).

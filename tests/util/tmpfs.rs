@@ -34,25 +34,30 @@ impl Tmpfs {
 
     /// Writes a filler file until the volume has no byte left; returns its path.
     pub fn fill(&self) -> PathBuf {
-        let path = self.dir.join("filler");
-        let mut file = std::fs::File::create(&path).expect("filler created");
-        let mut chunk = vec![0u8; 1 << 20];
-        while !chunk.is_empty() {
-            match file.write_all(&chunk) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::StorageFull => {
-                    chunk.truncate(chunk.len() / 2);
-                }
-                Err(err) => panic!("filling {}: {err}", path.display()),
-            }
-        }
-        path
+        fill(&self.dir)
     }
 
     /// Removes the filler: the space is back.
     pub fn free(&self) {
         std::fs::remove_file(self.dir.join("filler")).expect("filler removed");
     }
+}
+
+/// Writes `dir/filler` until its volume has no byte left; returns its path.
+pub fn fill(dir: &Path) -> PathBuf {
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).expect("filler created");
+    let mut chunk = vec![0u8; 1 << 20];
+    while !chunk.is_empty() {
+        match file.write_all(&chunk) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::StorageFull => {
+                chunk.truncate(chunk.len() / 2);
+            }
+            Err(err) => panic!("filling {}: {err}", path.display()),
+        }
+    }
+    path
 }
 
 impl Drop for Tmpfs {

@@ -70,7 +70,10 @@ pub fn open_table_index(
     table: Arc<TableConfig>,
     options: &WriterOptions,
 ) -> Result<(TableIndexWriter, TableSearcher)> {
-    std::fs::create_dir_all(dir).map_err(|err| IndexerError::Directory {
+    // tantivy syncs the files it writes in the directory and the directory itself at each
+    // commit, never the directory's own entry in its parent: without the parents' syncs a power
+    // cut could take a committed index's directory, files and all.
+    hbidx_store::durable::create_dir_all(dir, None).map_err(|err| IndexerError::Directory {
         path: dir.display().to_string(),
         reason: err.to_string(),
     })?;

@@ -163,7 +163,7 @@ impl ClusterConfig {
     ) -> Result<Self, ConfigError> {
         let invalid =
             |key: &str, reason: String| ConfigError::invalid(format!("cluster.{key}"), reason);
-        if matches!(store, StoreConfig::Embedded) {
+        if matches!(store, StoreConfig::Embedded(_)) {
             return Err(ConfigError::invalid(
                 "cluster",
                 "sharding needs the rows in HBase ([store] kind = \"hbase\"): a fan-out node \

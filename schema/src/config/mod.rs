@@ -70,7 +70,10 @@ pub use server::{
     HbaseApi, ServerConfig, THRIFT_REMOTE_REFUSED,
 };
 pub use sources::{DEFAULT_DEAD_LETTER_MAX_MB, EventFormat, KafkaSourceConfig, StartPolicy};
-pub use store::{DEFAULT_SCAN_CACHING, HbaseConfig, StoreConfig, ThriftProtocol, ThriftTransport};
+pub use store::{
+    DEFAULT_SCAN_CACHING, Durability, EmbeddedConfig, HbaseConfig, StoreConfig, ThriftProtocol,
+    ThriftTransport,
+};
 pub use table::{
     BloomFilter, Compression, DEFAULT_NAMESPACE, DEFAULT_PHONE_SUFFIX_MIN, DataBlockEncoding,
     FamilyConfig, FieldKind, IndexedField, SplitConfig, TableConfig, Ttl,

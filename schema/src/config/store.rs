@@ -14,6 +14,12 @@
 //! # breaker_open_ms = 5000     # how long it stays open before one trial call
 //! # scan_caching = 1000        # rows per scanner page of a reindex --from-store
 //! ```
+//!
+//! ```toml
+//! [store]
+//! kind = "embedded"
+//! # durability = "sync_wal"    # or "fsync_wal": when a write is acknowledged (see Durability)
+//! ```
 
 use std::time::Duration;
 
@@ -24,13 +30,49 @@ use super::ConfigError;
 type Result<T> = std::result::Result<T, ConfigError>;
 
 /// The validated `[store]` section.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
     /// Rows in the embedded fjall store inside the data dir.
-    #[default]
-    Embedded,
+    Embedded(EmbeddedConfig),
     /// Rows in a real HBase cluster, reached through its Thrift1 server.
     Hbase(HbaseConfig),
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self::Embedded(EmbeddedConfig::default())
+    }
+}
+
+/// The embedded store's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EmbeddedConfig {
+    pub durability: Durability,
+}
+
+/// When the embedded store acknowledges a write, named after HBase's `Durability` levels.
+/// Either way the index never commits past what the store has synced: a power cut can lose
+/// acknowledged writes under `SyncWal`, never leave the index ahead of the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The write is in the journal and handed to the OS (HBase's `SYNC_WAL`, an hflush): it
+    /// survives hbidx being killed, not an OS crash or a power cut. Writes covered by an index
+    /// commit (`?wait=indexed` answered) are synced by then and survive both.
+    #[default]
+    SyncWal,
+    /// The journal is fsynced before each write is acknowledged (HBase's `FSYNC_WAL`, an
+    /// hsync): every acknowledged write survives a power cut, at an fsync per write request.
+    FsyncWal,
+}
+
+impl Durability {
+    /// As in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SyncWal => "sync_wal",
+            Self::FsyncWal => "fsync_wal",
+        }
+    }
 }
 
 /// Framing of the Thrift1 connection; must match the server's setting.
@@ -133,6 +175,7 @@ pub(crate) struct RawStore {
     breaker_failures: Option<i64>,
     breaker_open_ms: Option<i64>,
     scan_caching: Option<i64>,
+    durability: Option<String>,
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> ConfigError {
@@ -151,7 +194,7 @@ impl StoreConfig {
     /// Validates `[store]` (absent = embedded). Never touches the network.
     pub(crate) fn validate(raw: Option<RawStore>) -> Result<Self> {
         let Some(raw) = raw else {
-            return Ok(Self::Embedded);
+            return Ok(Self::default());
         };
         let kind = raw.kind.as_deref().unwrap_or("embedded");
         match kind {
@@ -166,9 +209,25 @@ impl StoreConfig {
                 if let Some((key, _)) = stray.iter().find(|(_, set)| *set) {
                     return Err(invalid(key, "only applies to kind = \"hbase\""));
                 }
-                Ok(Self::Embedded)
+                let durability = match raw.durability.as_deref() {
+                    None | Some("sync_wal") => Durability::SyncWal,
+                    Some("fsync_wal") => Durability::FsyncWal,
+                    Some(other) => {
+                        return Err(invalid(
+                            "durability",
+                            format!("\"{other}\" is unknown (sync_wal or fsync_wal)"),
+                        ));
+                    }
+                };
+                Ok(Self::Embedded(EmbeddedConfig { durability }))
             }
             "hbase" => {
+                if raw.durability.is_some() {
+                    return Err(invalid(
+                        "durability",
+                        "only applies to kind = \"embedded\" (HBase's own WAL settings decide)",
+                    ));
+                }
                 let thrift = raw.thrift.filter(|t| !t.trim().is_empty()).ok_or_else(|| {
                     invalid(
                         "thrift",
@@ -262,11 +321,30 @@ mod tests {
 
     #[test]
     fn absent_and_embedded() {
-        assert_eq!(parse("").unwrap(), StoreConfig::Embedded);
+        assert_eq!(parse("").unwrap(), StoreConfig::default());
         assert_eq!(
             parse("[store]\nkind = \"embedded\"").unwrap(),
-            StoreConfig::Embedded
+            StoreConfig::Embedded(EmbeddedConfig {
+                durability: Durability::SyncWal
+            })
         );
+    }
+
+    #[test]
+    fn durability_is_named_and_embedded_only() {
+        assert_eq!(
+            parse("[store]\ndurability = \"fsync_wal\"").unwrap(),
+            StoreConfig::Embedded(EmbeddedConfig {
+                durability: Durability::FsyncWal
+            })
+        );
+        for text in [
+            "[store]\ndurability = \"fsync\"",
+            "[store]\nkind = \"hbase\"\nthrift = \"h:9090\"\ndurability = \"fsync_wal\"",
+        ] {
+            let error = parse(text).unwrap_err().to_string();
+            assert!(error.contains("store.durability"), "{text}: {error}");
+        }
     }
 
     #[test]

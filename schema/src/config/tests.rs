@@ -102,7 +102,7 @@ fn parses_a_table() {
     assert_eq!(user.fields_of_kind(FieldKind::Phone).count(), 1);
     assert_eq!(user.splits, Some(SplitConfig::Codec { regions: 10 }));
     assert_eq!(user.split_keys(None, None).unwrap().len(), 9);
-    assert_eq!(config.store, StoreConfig::Embedded);
+    assert_eq!(config.store, StoreConfig::default());
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn every_section_is_validated_together() {
          [security]\n[memory]\nbudget_mb = 256\n"
     );
     let config = parse_config(&text).unwrap();
-    assert_eq!(config.store, StoreConfig::Embedded);
+    assert_eq!(config.store, StoreConfig::default());
     assert_eq!(
         config.server.listen,
         Some("127.0.0.1:8080".parse().unwrap())

@@ -51,6 +51,46 @@ impl FeedClock {
     }
 }
 
+/// Keeps a table's change feed from being trimmed past an offset while it lives: what a reindex
+/// from the store takes before its scan, so that the events written during the scan are still
+/// in the feed when the new index resumes from its start checkpoint (the live indexer goes on
+/// committing and trimming meanwhile). Dropped, the next trim catches up.
+pub struct FeedHold {
+    table: std::sync::Arc<super::Table>,
+    id: u64,
+    floor: i64,
+}
+
+impl FeedHold {
+    /// The trim floor when the hold was taken: every event above it was still in the feed
+    /// then, and stays there until [`FeedHold::raise`] moves the hold.
+    pub fn floor(&self) -> i64 {
+        self.floor
+    }
+
+    /// Lets trims go up to `offset` (never lower than the hold already allows).
+    pub fn raise(&self, offset: i64) {
+        if let Some(held) = lock(&self.table.holds).get_mut(&self.id) {
+            *held = (*held).max(offset);
+        }
+    }
+}
+
+impl Drop for FeedHold {
+    fn drop(&mut self) {
+        lock(&self.table.holds).remove(&self.id);
+    }
+}
+
+impl std::fmt::Debug for FeedHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeedHold")
+            .field("table", &self.table.name)
+            .field("floor", &self.floor)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(super) fn decode_seq(table: &str, key: &[u8]) -> Result<u64> {
     let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::Corrupt {
         table: table.to_owned(),
@@ -156,8 +196,35 @@ impl EmbeddedStore {
             .map_or(0, |table| table.clock.waiters.load(Ordering::SeqCst))
     }
 
+    /// Stops trims of `table`'s feed at its current floor until the hold is raised or dropped.
+    /// Taken under the trim lock, so no trim is half-way: [`FeedHold::floor`] is exact.
+    pub fn hold_feed(&self, table: &str) -> Result<FeedHold> {
+        static NEXT_HOLD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let table = self.table(table)?;
+        let _trimming = lock(&self.trimmer);
+        let floor = match self.meta.get(trimmed_key(&table.name))? {
+            Some(value) => offset_of(decode_seq("<meta>", &value)?),
+            None => 0,
+        };
+        let id = NEXT_HOLD.fetch_add(1, Ordering::Relaxed);
+        lock(&table.holds).insert(id, floor);
+        Ok(FeedHold { table, id, floor })
+    }
+
+    /// The highest trimmed offset of `table`'s feed: events at or below it are gone. 0 for a
+    /// feed never trimmed and for unknown tables.
+    pub fn feed_floor(&self, table: &str) -> Result<i64> {
+        let Some(table) = self.find_table(table) else {
+            return Ok(0);
+        };
+        Ok(match self.meta.get(trimmed_key(&table.name))? {
+            Some(value) => offset_of(decode_seq("<meta>", &value)?),
+            None => 0,
+        })
+    }
+
     /// Deletes the change events of `table` with offset `<= upto_offset` (clamped to the last
-    /// committed offset), returning how many offsets were trimmed (gaps left by failed commits
+    /// committed offset and to every [`FeedHold`]), returning how many offsets were trimmed (gaps left by failed commits
     /// included). Call it once consumers have durably checkpointed past `upto_offset`. Offsets
     /// never restart, even when the whole feed is trimmed.
     pub fn trim_feed(&self, table: &str, upto_offset: i64) -> Result<u64> {
@@ -167,7 +234,10 @@ impl EmbeddedStore {
         };
         let _trimming = lock(&self.trimmer);
         self.check_writable()?;
-        let upto = upto_offset.min(table.clock.current());
+        let held = lock(&table.holds).values().copied().min();
+        let upto = upto_offset
+            .min(table.clock.current())
+            .min(held.unwrap_or(i64::MAX));
         let Ok(upto) = u64::try_from(upto) else {
             return Ok(0);
         };

@@ -96,6 +96,7 @@ mod versions;
 pub(crate) use crate::sync::lock;
 pub(crate) use rows::prefix_successor;
 
+pub use feed::FeedHold;
 use feed::{FeedClock, decode_seq, offset_of, trimmed_key};
 use registry::{Registry, TableRecord, validate_table_name};
 
@@ -224,6 +225,9 @@ struct Table {
     enabled: AtomicBool,
     /// Recently read rows; every committed row write invalidates its key.
     cache: RowCache,
+    /// Offsets the feed must keep events after, one per live [`FeedHold`] (by hold id): a
+    /// trim stops at the lowest. Changed under the store's trimmer mutex when added.
+    holds: Mutex<BTreeMap<u64, i64>>,
 }
 
 /// A table's older versions and how many each family keeps.
@@ -450,6 +454,12 @@ impl EmbeddedStore {
         })
     }
 
+    /// Whether a failed write halted the store (see the module docs): it takes no writes and
+    /// syncs nothing more until it is reopened.
+    pub fn writes_halted(&self) -> bool {
+        self.halted.get().is_some()
+    }
+
     /// Refuses a write once an earlier one failed (see the module docs).
     fn check_writable(&self) -> Result<()> {
         match self.halted.get() {
@@ -550,6 +560,7 @@ impl EmbeddedStore {
             origin,
             enabled: AtomicBool::new(enabled),
             cache: RowCache::new(budget.row_cache_bytes),
+            holds: Mutex::new(BTreeMap::new()),
         })
     }
 

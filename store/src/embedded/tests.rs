@@ -589,3 +589,30 @@ fn a_table_record_from_before_versions_still_opens() {
     assert!(info.versions.is_empty());
     assert!(!info.enabled);
 }
+
+#[test]
+fn a_feed_hold_stops_trims_until_raised_or_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    for i in 0..10 {
+        store
+            .mutate_sync(vec![put("t", &format!("r{i}"), "cf:a", 1, "v")])
+            .expect("write");
+    }
+    assert_eq!(store.trim_feed("t", 3).expect("trim"), 3);
+    let hold = store.hold_feed("t").expect("hold");
+    assert_eq!(hold.floor(), 3);
+    // The live indexer goes on committing and trimming: nothing above the hold goes.
+    assert_eq!(store.trim_feed("t", 8).expect("trim"), 0);
+    assert_eq!(store.read_feed("t", 3, 100).expect("feed").len(), 7);
+    hold.raise(5);
+    assert_eq!(store.trim_feed("t", 8).expect("trim"), 2);
+    assert_eq!(store.feed_floor("t").expect("floor"), 5);
+    // A second hold keeps the lower of the two.
+    let second = store.hold_feed("t").expect("hold");
+    drop(hold);
+    assert_eq!(store.trim_feed("t", 8).expect("trim"), 0);
+    drop(second);
+    assert_eq!(store.trim_feed("t", 8).expect("trim"), 3);
+    assert_eq!(store.read_feed("t", 0, 100).expect("feed")[0].offset, 9);
+}
