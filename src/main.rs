@@ -258,6 +258,7 @@ enum SchemaCommand {
 
 fn main() {
     disable_transparent_huge_pages();
+    private_files();
     let matches = Cli::command().get_matches();
     #[cfg_attr(not(feature = "bench"), allow(unused_mut))]
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
@@ -310,6 +311,16 @@ fn disable_transparent_huge_pages() {
         // Logging is not set up yet, and this only costs speed.
         eprintln!("warning: could not turn transparent huge pages off: {err}");
     }
+}
+
+/// Everything this process creates is its user's alone: the data dir holds the rows and the
+/// index in plaintext (phones, idcards), the dead letters the producers' raw bytes. With the
+/// usual umask 022, the store's files were readable by every local user (0644, in 0755
+/// directories). A umask rather than a mode at each create: fjall and tantivy create their
+/// files themselves.
+fn private_files() {
+    #[cfg(unix)]
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

@@ -193,6 +193,17 @@ fn keys_scopes_rate_limits_and_open_health_checks() {
             "{message}"
         );
     }
+    // HEAD on a row is answered by the GET handler: whether the row exists and its size are
+    // the reader's to know, not a write-only key's.
+    let head = |key: &str| {
+        let response = client_with_key(Some(key))
+            .head(format!("{rows}/u1"))
+            .send()
+            .unwrap();
+        response.status().as_u16()
+    };
+    // (Not tried with the reader here: that would take a token of the bucket drained below.)
+    assert_eq!(head(&writer), 403, "HEAD with a write-only key");
     let (status, body) = call(Some(&ops), M::GET, &server.url("/v1/indexer/status"), None);
     assert_eq!(
         (status, body["tables"]["user"]["rows"].as_u64()),
@@ -1077,4 +1088,32 @@ fn a_stalled_log_reader_holds_up_no_lookup_and_loses_no_audit_line() {
     assert_eq!(audited(), LOOKUPS);
     // Masked on the writer thread as before.
     assert!(!server.log_text().contains("13800138000"));
+}
+
+/// The data dir holds the rows and the index in plaintext: nothing in it is readable, writable
+/// or searchable by anyone but hbidx's user, whatever the umask it was started with.
+#[test]
+fn the_data_dir_is_private_to_hbidx_user() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&["serve"], &data, &[]);
+    let (status, body) = util::put(
+        &server.url("/v1/tables/user/rows/u1?wait=indexed"),
+        &json!({"cells": {"info:phone": "13800138000"}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    server.stop();
+    let mut checked = 0;
+    let mut pending = vec![data];
+    while let Some(path) = pending.pop() {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{} is {:o}", path.display(), mode & 0o777);
+        checked += 1;
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    assert!(checked > 10, "only {checked} paths under the data dir");
 }

@@ -73,8 +73,11 @@ pub fn access_for(method: &Method, route: Option<&str>) -> Access {
             | "/v1/tables/{table}/rows:batch-lookup"
             | "/v1/tables/{table}/rowkey",
         ) => Access::Scope(Scope::Lookup),
-        // Reading a row by its key shows the same personal data a lookup does.
-        Some("/v1/tables/{table}/rows/{key}") if method == Method::GET => {
+        // Reading a row by its key shows the same personal data a lookup does; HEAD is answered
+        // by the same handler and tells whether the row exists and how big it is.
+        Some("/v1/tables/{table}/rows/{key}")
+            if method == Method::GET || method == Method::HEAD =>
+        {
             Access::Scope(Scope::Lookup)
         }
         Some("/v1/tables/{table}/rows/{key}") => Access::Scope(Scope::Write),
@@ -388,6 +391,10 @@ mod tests {
         assert_eq!(access_for(&get, None), Access::AnyKey);
         assert_eq!(
             access_for(&get, Some("/v1/tables/{table}/rows/{key}")),
+            Access::Scope(Scope::Lookup)
+        );
+        assert_eq!(
+            access_for(&Method::HEAD, Some("/v1/tables/{table}/rows/{key}")),
             Access::Scope(Scope::Lookup)
         );
         assert_eq!(
