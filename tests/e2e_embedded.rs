@@ -450,10 +450,13 @@ fn server_http_cpus_pin_the_http_threads() {
         .collect();
     // One thread per listed CPU, on that CPU only.
     assert_eq!(pinned, vec![first.to_string()]);
-    assert!(
-        server.log_text().contains(&format!("http_cpus=[{first}]")),
-        "{}",
-        server.log_text()
+    // The "serving" line goes through the log thread, the "listening on" line the tests wait
+    // for straight to stderr: the first can arrive after the second.
+    let logged = format!("http_cpus=[{first}]");
+    eventually(
+        "the serving line with http_cpus",
+        Duration::from_secs(10),
+        || server.log_text().contains(&logged).then_some(()),
     );
     server.stop();
 
