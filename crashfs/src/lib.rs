@@ -1141,6 +1141,24 @@ impl Fs {
     fn state(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
     }
+
+    /// Adds `name` of `kind` under `parent`, owned by the caller, and replies with its entry:
+    /// mknod/create of a file, mkdir and symlink differ only in the kind and mode.
+    fn reply_added(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        kind: Kind,
+        perm: u16,
+        reply: ReplyEntry,
+    ) {
+        let mut s = self.state();
+        let r = s
+            .add(parent.0, name, kind, perm, (req.uid(), req.gid()))
+            .and_then(|ino| Ok(s.node(ino)?.attr(ino)));
+        reply_entry(reply, r);
+    }
 }
 
 fn reply_entry(reply: ReplyEntry, r: Res<FileAttr>) {
@@ -1233,17 +1251,8 @@ impl Filesystem for Fs {
             // FIFOs, sockets, devices: not needed by storage engines.
             return reply.error(Errno::EPERM);
         }
-        let mut s = self.state();
-        let r = s
-            .add(
-                parent.0,
-                name,
-                Kind::File(Data::default()),
-                file_perm(mode, umask),
-                (req.uid(), req.gid()),
-            )
-            .and_then(|ino| Ok(s.node(ino)?.attr(ino)));
-        reply_entry(reply, r);
+        let kind = Kind::File(Data::default());
+        self.reply_added(req, parent, name, kind, file_perm(mode, umask), reply);
     }
 
     fn mkdir(
@@ -1255,17 +1264,8 @@ impl Filesystem for Fs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let mut s = self.state();
-        let r = s
-            .add(
-                parent.0,
-                name,
-                Kind::Dir(Dir::new(parent.0)),
-                file_perm(mode, umask),
-                (req.uid(), req.gid()),
-            )
-            .and_then(|ino| Ok(s.node(ino)?.attr(ino)));
-        reply_entry(reply, r);
+        let kind = Kind::Dir(Dir::new(parent.0));
+        self.reply_added(req, parent, name, kind, file_perm(mode, umask), reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -1286,17 +1286,8 @@ impl Filesystem for Fs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let mut s = self.state();
-        let r = s
-            .add(
-                parent.0,
-                link_name,
-                Kind::Symlink(target.to_path_buf()),
-                0o777,
-                (req.uid(), req.gid()),
-            )
-            .and_then(|ino| Ok(s.node(ino)?.attr(ino)));
-        reply_entry(reply, r);
+        let kind = Kind::Symlink(target.to_path_buf());
+        self.reply_added(req, parent, link_name, kind, 0o777, reply);
     }
 
     fn rename(
