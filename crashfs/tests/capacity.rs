@@ -7,28 +7,27 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crashfs::{CrashFs, Mode};
-use tempfile::TempDir;
+use crashfs::Mode;
 
 const MIB: u64 = 1 << 20;
 const CAPACITY: u64 = 4 * MIB;
 const BLOCK: u64 = 4096;
 
-/// Field order matters: the filesystem unmounts before its mountpoint is removed.
-struct Mounted {
-    fs: CrashFs,
-    _dir: TempDir,
+mod common;
+
+use common::Mounted;
+
+/// `df` and the wait on it, for a mount of [`CAPACITY`].
+trait Df {
+    fn df(&self) -> (u64, u64, u64);
+    fn wait_used(&self, used: u64);
 }
 
-impl Mounted {
-    fn p(&self, rel: &str) -> PathBuf {
-        self.fs.path().join(rel)
-    }
-
+impl Df for Mounted {
     /// (size, used, available) in bytes, as `df` reads them from statfs.
     fn df(&self) -> (u64, u64, u64) {
         let out = Command::new("df")
@@ -69,12 +68,7 @@ impl Mounted {
 }
 
 fn mount(mode: Mode) -> Mounted {
-    if let Err(why) = CrashFs::available() {
-        panic!("crashfs tests need FUSE: {why}");
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fs = CrashFs::mount_with_capacity(dir.path(), mode, CAPACITY).expect("mount crashfs");
-    Mounted { fs, _dir: dir }
+    common::mount(mode, Some(CAPACITY))
 }
 
 fn is_enospc(e: &io::Error) -> bool {

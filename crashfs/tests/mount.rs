@@ -7,39 +7,17 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crashfs::{CrashFs, Mode, Unsynced};
-use tempfile::TempDir;
+use crashfs::{Mode, Unsynced};
 
-/// Field order matters: the filesystem unmounts before its mountpoint is removed.
-struct Mounted {
-    fs: CrashFs,
-    _dir: TempDir,
-}
+mod common;
 
-impl Mounted {
-    fn p(&self, rel: &str) -> PathBuf {
-        self.fs.path().join(rel)
-    }
-
-    fn root(&self) -> &Path {
-        self.fs.path()
-    }
-
-    fn crash(&mut self) {
-        self.fs.crash().expect("crash");
-    }
-}
+use common::Mounted;
 
 fn mount(mode: Mode) -> Mounted {
-    if let Err(why) = CrashFs::available() {
-        panic!("crashfs tests need FUSE: {why}");
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fs = CrashFs::mount(dir.path(), mode).expect("mount crashfs");
-    Mounted { fs, _dir: dir }
+    common::mount(mode, None)
 }
 
 fn write(path: &Path, bytes: &[u8], fsync: bool) {
