@@ -438,6 +438,21 @@ fn dead_letters_are_private_and_capped() {
         GARBAGE,
         "kept {kept}, dropped {dropped}"
     );
+
+    // Files left readable (a restore from a backup, an older version): made private again
+    // when the next dead letter opens them, not only at creation.
+    server.stop();
+    let open_up = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    open_up(&dead, 0o755);
+    open_up(&files[0], 0o644);
+    producer.send(b"x", b"not an event");
+    producer.flush();
+    let server = serve(&data, &config);
+    wait_caught_up(&server, "user", 1, Duration::from_secs(120));
+    assert_eq!(mode(&dead), 0o700);
+    assert_eq!(mode(&files[0]), 0o600);
 }
 
 #[test]
